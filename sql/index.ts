@@ -1,0 +1,28 @@
+/**
+ * Every migration, embedded as text so the single binary carries them (fromGlob does not see .sql
+ * under Bun). Add a new file here with the next number.
+ */
+// @ts-ignore text import
+import m0001 from "./0001_platform.sql" with { type: "text" }
+// @ts-ignore text import
+import m0002 from "./0002_core.sql" with { type: "text" }
+// @ts-ignore text import
+import m0003 from "./0003_consent_bundles.sql" with { type: "text" }
+// @ts-ignore text import
+import m0004 from "./0004_vault.sql" with { type: "text" }
+// @ts-ignore text import
+import m0005 from "./0005_breaches.sql" with { type: "text" }
+// @ts-ignore text import
+import m0006 from "./0006_budgets.sql" with { type: "text" }
+// @ts-ignore text import
+import m0007 from "./0007_domains_passkeys.sql" with { type: "text" }
+
+export const migrations: Record<string, string> = {
+  "0001_platform": m0001,
+  "0002_core": m0002,
+  "0003_consent_bundles": m0003,
+  "0004_vault": m0004,
+  "0005_breaches": m0005,
+  "0006_budgets": m0006,
+  "0007_domains_passkeys": m0007
+}

@@ -1,0 +1,36 @@
+/** The whole HTTP interface in one place: every group, each declared in its capability folder. */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { AgentsApi } from "./agents/Api.ts"
+import { AuditApi } from "./audit/Api.ts"
+import { AuthorizationApi } from "./authorization/Api.ts"
+import { BreachesApi } from "./breaches/Api.ts"
+import { BudgetsApi } from "./budgets/Api.ts"
+import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
+import { DevelopersApi } from "./developers/Api.ts"
+import { DomainsApi } from "./domains/Api.ts"
+import { GrantsApi } from "./grants/Api.ts"
+import { OfflineSyncApi } from "./offline-sync/Api.ts"
+import { PasskeysApi } from "./passkeys/Api.ts"
+import { SystemApi } from "./system/Api.ts"
+import { VaultApi } from "./vault/Api.ts"
+import { WebhooksApi } from "./webhooks/Api.ts"
+
+export class Api extends HttpApi.make("agent-auth-service")
+  .add(SystemApi)
+  .add(DevelopersApi)
+  .add(AgentsApi)
+  .add(AuthorizationApi)
+  .add(GrantsApi)
+  .add(AuditApi)
+  .add(ConsentBundlesApi)
+  .add(OfflineSyncApi)
+  .add(VaultApi)
+  .add(BreachesApi)
+  .add(BudgetsApi)
+  .add(DomainsApi)
+  .add(PasskeysApi)
+  .add(WebhooksApi)
+  .annotate(OpenApi.Title, "agent-auth-service")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")
+{}

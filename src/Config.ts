@@ -1,0 +1,225 @@
+/**
+ * Config: every environment variable of decisions §10, read once and validated.
+ * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
+ */
+import { Context, Layer } from "effect"
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, readonly problem: string) {
+    super(`${variable}: ${problem}`)
+  }
+}
+
+export interface AppConfig {
+  readonly production: boolean
+  readonly databaseUrl: string
+  readonly redisUrl: string
+  readonly rsaPrivateKey: string | undefined
+  readonly autoGenerateKeys: boolean
+  readonly rsaPreviousPublicKeys: ReadonlyArray<string>
+  readonly jwtIssuer: string
+  readonly port: number
+  readonly host: string
+  readonly publicBaseUrl: string
+  readonly trustProxy: TrustProxy
+  readonly vaultEncryptionKeys: string | undefined
+  readonly didMethod: string
+  readonly maxDelegationDepth: number
+  readonly webauthn: { readonly rpId: string; readonly origin: string; readonly rpName: string }
+  readonly webhooks: {
+    readonly allowPrivateHosts: boolean
+    readonly pollIntervalSeconds: number
+    readonly retryBaseSeconds: number
+    readonly timeoutSeconds: number
+    readonly maxAttempts: number
+  }
+  readonly breaches: {
+    readonly deadlineAlertsEnabled: boolean
+    readonly alertLeadMinutes: number
+    readonly alertIntervalSeconds: number
+  }
+  readonly rateLimits: RateLimitFigures
+  readonly dnsResolver: string | undefined
+  readonly metricsToken: string | undefined
+  readonly logLevel: "debug" | "info" | "warn" | "error" | "none"
+  /** where the embedded mode keeps generated secrets (vault key); derived from a pglite:// path */
+  readonly dataDir: string | undefined
+  readonly migrateOnStart: boolean
+  /** prefix of every Redis key (tests give each app its own) */
+  readonly redisKeyPrefix: string
+  readonly workersEnabled: boolean
+}
+
+export interface RateLimitFigures {
+  readonly planFree: number
+  readonly planPro: number
+  readonly planEnterprise: number
+  readonly routeDefault: number
+  readonly containment: number
+  readonly revocationStatus: number
+  readonly authorizePerDeveloper: number
+  readonly scale: number
+}
+
+export type TrustProxy =
+  | { readonly _tag: "none" }
+  | { readonly _tag: "hops"; readonly hops: number }
+  | { readonly _tag: "cidrs"; readonly cidrs: ReadonlyArray<string> }
+
+export class Config extends Context.Tag("agent-auth/Config")<Config, AppConfig>() {
+  static layer = (config: AppConfig) => Layer.succeed(Config, config)
+}
+
+type Env = Record<string, string | undefined>
+
+const required = (env: Env, name: string): string => {
+  const value = env[name]
+  if (value === undefined || value.trim() === "") throw new ConfigError(name, "is required but not set")
+  return value.trim()
+}
+
+const integer = (env: Env, name: string, fallback: number, min = 0): number => {
+  const raw = env[name]
+  if (raw === undefined || raw.trim() === "") return fallback
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `must be a whole number, got "${raw}"`)
+  const value = Number(raw.trim())
+  if (value < min) throw new ConfigError(name, `must be at least ${min}`)
+  return value
+}
+
+const positiveNumber = (env: Env, name: string, fallback: number): number => {
+  const raw = env[name]
+  if (raw === undefined || raw.trim() === "") return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(name, `must be a positive number, got "${raw}"`)
+  return value
+}
+
+const boolean = (env: Env, name: string): boolean => {
+  const raw = env[name]
+  if (raw === undefined || raw === "") return false
+  if (raw === "true") return true
+  if (raw === "false") return false
+  throw new ConfigError(name, `must be "true" or "false", got "${raw}"`)
+}
+
+const url = (name: string, value: string, protocols: ReadonlyArray<string>): string => {
+  let parsed: URL
+  try {
+    parsed = new URL(value)
+  } catch {
+    throw new ConfigError(name, "is not a valid URL")
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use one of ${protocols.join(", ")}`)
+  }
+  return value
+}
+
+const parseTrustProxy = (raw: string | undefined): TrustProxy => {
+  if (raw === undefined || raw.trim() === "" || raw === "false") return { _tag: "none" }
+  if (raw === "true") return { _tag: "hops", hops: 1 }
+  if (/^\d+$/.test(raw.trim())) return { _tag: "hops", hops: Number(raw.trim()) }
+  const cidrs = raw.split(",").map((s) => s.trim()).filter(Boolean)
+  for (const cidr of cidrs) {
+    if (!/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(cidr)) {
+      throw new ConfigError("TRUST_PROXY", `must be a hop count or a CIDR list, got "${cidr}"`)
+    }
+  }
+  return { _tag: "cidrs", cidrs }
+}
+
+const splitPems = (raw: string | undefined): ReadonlyArray<string> => {
+  if (raw === undefined || raw.trim() === "") return []
+  const text = raw.replace(/\\n/g, "\n")
+  const pems = text.match(/-----BEGIN [A-Z ]+-----[\s\S]+?-----END [A-Z ]+-----/g)
+  if (!pems) throw new ConfigError("RSA_PREVIOUS_PUBLIC_KEYS", "must hold one or more PEM public keys")
+  return pems
+}
+
+const LOG_LEVELS = ["debug", "info", "warn", "error", "none"] as const
+
+/** Reads and validates the environment. Throws ConfigError on the first bad variable. */
+export const loadConfig = (env: Env = process.env): AppConfig => {
+  const production = env.NODE_ENV === "production"
+  const databaseUrl = url("DATABASE_URL", required(env, "DATABASE_URL"), ["postgres:", "postgresql:", "pglite:"])
+  const redisUrl = url("REDIS_URL", required(env, "REDIS_URL"), ["redis:", "rediss:", "memory:"])
+  const autoGenerateKeys = boolean(env, "AUTO_GENERATE_KEYS")
+  const rsaPrivateKey = env.RSA_PRIVATE_KEY?.trim() ? env.RSA_PRIVATE_KEY.replace(/\\n/g, "\n") : undefined
+  if (rsaPrivateKey === undefined && !autoGenerateKeys) {
+    throw new ConfigError("RSA_PRIVATE_KEY", "is required unless AUTO_GENERATE_KEYS=true")
+  }
+  if (rsaPrivateKey === undefined && production) {
+    throw new ConfigError("RSA_PRIVATE_KEY", "is required in production (generated keys are for development)")
+  }
+  if (rsaPrivateKey !== undefined && !rsaPrivateKey.includes("PRIVATE KEY-----")) {
+    throw new ConfigError("RSA_PRIVATE_KEY", "must be a PEM private key")
+  }
+  const vaultEncryptionKeys = env.VAULT_ENCRYPTION_KEYS?.trim() || undefined
+  if (vaultEncryptionKeys === undefined && production) {
+    throw new ConfigError("VAULT_ENCRYPTION_KEYS", "is required in production")
+  }
+  const port = integer(env, "PORT", 3001)
+  if (port > 65535) throw new ConfigError("PORT", "must be at most 65535")
+  const publicBaseUrl = (env.PUBLIC_BASE_URL?.trim()
+    ? url("PUBLIC_BASE_URL", env.PUBLIC_BASE_URL.trim(), ["http:", "https:"])
+    : `http://localhost:${port}`).replace(/\/+$/, "")
+  const logLevel = (env.LOG_LEVEL?.trim() || "info") as AppConfig["logLevel"]
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError("LOG_LEVEL", `must be one of ${LOG_LEVELS.join(", ")}`)
+  const didMethod = env.DID_METHOD?.trim() || "service"
+  if (!/^[a-z0-9]+$/.test(didMethod)) throw new ConfigError("DID_METHOD", "must be lowercase letters and digits")
+  const jwtIssuer = env.JWT_ISSUER?.trim() || "https://agent-auth.local"
+  const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
+    ? databaseUrl.slice("pglite://".length)
+    : undefined
+  return {
+    production,
+    databaseUrl,
+    redisUrl,
+    rsaPrivateKey,
+    autoGenerateKeys,
+    rsaPreviousPublicKeys: splitPems(env.RSA_PREVIOUS_PUBLIC_KEYS),
+    jwtIssuer,
+    port,
+    host: env.HOST?.trim() || "0.0.0.0",
+    publicBaseUrl,
+    trustProxy: parseTrustProxy(env.TRUST_PROXY),
+    vaultEncryptionKeys,
+    didMethod,
+    maxDelegationDepth: integer(env, "MAX_DELEGATION_DEPTH", 3, 1),
+    webauthn: {
+      rpId: env.WEBAUTHN_RP_ID?.trim() || "localhost",
+      origin: env.WEBAUTHN_ORIGIN?.trim() || publicBaseUrl,
+      rpName: env.WEBAUTHN_RP_NAME?.trim() || "agent-auth-service"
+    },
+    webhooks: {
+      allowPrivateHosts: boolean(env, "WEBHOOK_ALLOW_PRIVATE_HOSTS"),
+      pollIntervalSeconds: positiveNumber(env, "WEBHOOK_POLL_INTERVAL_SECONDS", 30),
+      retryBaseSeconds: positiveNumber(env, "WEBHOOK_RETRY_BASE_SECONDS", 30),
+      timeoutSeconds: positiveNumber(env, "WEBHOOK_TIMEOUT_SECONDS", 10),
+      maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1)
+    },
+    breaches: {
+      deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
+      alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),
+      alertIntervalSeconds: positiveNumber(env, "DPDP_BREACH_ALERT_INTERVAL_SECONDS", 300)
+    },
+    rateLimits: {
+      planFree: integer(env, "RATE_LIMIT_PLAN_FREE", 100, 1),
+      planPro: integer(env, "RATE_LIMIT_PLAN_PRO", 500, 1),
+      planEnterprise: integer(env, "RATE_LIMIT_PLAN_ENTERPRISE", 2000, 1),
+      routeDefault: integer(env, "RATE_LIMIT_ROUTE_DEFAULT", 5000, 1),
+      containment: integer(env, "RATE_LIMIT_CONTAINMENT", 2000, 1),
+      revocationStatus: integer(env, "RATE_LIMIT_REVOCATION_STATUS", 6000, 1),
+      authorizePerDeveloper: integer(env, "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", 10, 1),
+      scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
+    },
+    dnsResolver: env.DNS_RESOLVER?.trim() || undefined,
+    metricsToken: env.METRICS_TOKEN?.trim() || undefined,
+    logLevel,
+    dataDir,
+    migrateOnStart: env.MIGRATE_ON_START !== "false",
+    redisKeyPrefix: env.REDIS_KEY_PREFIX?.trim() || "aas:",
+    workersEnabled: env.WORKERS_ENABLED !== "false"
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * Composes the service: configuration → platform services (database with migrations, counters,
+ * keys, metrics, API keys, audit chain, events) → capabilities → HTTP handlers and scheduled
+ * fibers. `startServer` serves it with Bun.serve through HttpApiBuilder.toWebHandler (measured
+ * ~15% faster than the Node server adapter under Bun; see README).
+ */
+import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/platform"
+import { Context, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { AgentsHttp } from "./agents/Http.ts"
+import { AgentsLive } from "./agents/Service.ts"
+import { Api } from "./Api.ts"
+import { AuditHttp } from "./audit/Http.ts"
+import { AuditLive } from "./audit/Service.ts"
+import { AuthorizationHttp } from "./authorization/Http.ts"
+import { AuthorizationLive } from "./authorization/Service.ts"
+import { BreachesHttp } from "./breaches/Http.ts"
+import { BreachesLive } from "./breaches/Service.ts"
+import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
+import { BudgetsHttp } from "./budgets/Http.ts"
+import { BudgetsLive } from "./budgets/Service.ts"
+import { type AppConfig, Config } from "./Config.ts"
+import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
+import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
+import { DevelopersHttp } from "./developers/Http.ts"
+import { DevelopersServiceLive } from "./developers/Service.ts"
+import { DomainsHttp } from "./domains/Http.ts"
+import { DomainsLive } from "./domains/Service.ts"
+import { GrantsHttp } from "./grants/Http.ts"
+import { GrantsLive } from "./grants/Service.ts"
+import { OfflineSyncHttp } from "./offline-sync/Http.ts"
+import { OfflineSyncLive } from "./offline-sync/Service.ts"
+import { PasskeysHttp } from "./passkeys/Http.ts"
+import { PasskeysLive } from "./passkeys/Service.ts"
+import { ApiKeysLive, AuthenticationLive } from "./platform/Auth.ts"
+import { AuditChainLive } from "./platform/AuditChain.ts"
+import { CountersLive } from "./platform/Counters.ts"
+import { DatabaseLive } from "./platform/Database.ts"
+import { EventsLive } from "./platform/Events.ts"
+import { envelope } from "./platform/HttpEnvelope.ts"
+import { KeysLive } from "./platform/Keys.ts"
+import { MetricsLive } from "./platform/Metrics.ts"
+import { runMigrations } from "./platform/Migrate.ts"
+import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
+import { SystemHttp } from "./system/Http.ts"
+import { VaultHttp } from "./vault/Http.ts"
+import { VaultLive } from "./vault/Service.ts"
+import { WebhooksHttp } from "./webhooks/Http.ts"
+import { WebhooksLive } from "./webhooks/Service.ts"
+import { WorkerLive as WebhookDeliveryWorker } from "./webhooks/Worker.ts"
+
+export interface AppOptions {
+  /** extra layers merged last, e.g. TestContext for TestClock */
+  readonly extra?: Layer.Layer<never>
+  /** run the scheduled fibers (webhook delivery, breach deadlines) */
+  readonly workers?: boolean
+}
+
+const loggerLayer = (level: AppConfig["logLevel"]) =>
+  Layer.mergeAll(
+    Logger.replace(Logger.defaultLogger, Logger.jsonLogger),
+    Logger.minimumLogLevel(
+      level === "debug" ? LogLevel.Debug
+      : level === "warn" ? LogLevel.Warning
+      : level === "error" ? LogLevel.Error
+      : level === "none" ? LogLevel.None
+      : LogLevel.Info
+    )
+  )
+
+/** The database, migrated first unless MIGRATE_ON_START=false. */
+const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
+  Effect.gen(function*() {
+    const config = yield* Config
+    if (config.migrateOnStart) yield* Effect.provide(runMigrations, context).pipe(Effect.orDie)
+  }))
+
+export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
+  const ConfigLive = Config.layer(config)
+  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive).pipe(Layer.provideMerge(ConfigLive))
+  const Platform = Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive).pipe(Layer.provideMerge(Base))
+  const Capabilities = Layer.mergeAll(
+    DevelopersServiceLive,
+    AgentsLive,
+    AuthorizationLive,
+    GrantsLive,
+    AuditLive,
+    ConsentBundlesLive,
+    OfflineSyncLive,
+    VaultLive,
+    BreachesLive,
+    BudgetsLive,
+    DomainsLive,
+    PasskeysLive,
+    WebhooksLive
+  ).pipe(Layer.provideMerge(Platform))
+  const Handlers = Layer.mergeAll(
+    SystemHttp,
+    DevelopersHttp,
+    AgentsHttp,
+    AuthorizationHttp,
+    GrantsHttp,
+    AuditHttp,
+    ConsentBundlesHttp,
+    OfflineSyncHttp,
+    VaultHttp,
+    BreachesHttp,
+    BudgetsHttp,
+    DomainsHttp,
+    PasskeysHttp,
+    WebhooksHttp
+  ).pipe(Layer.provide(AuthenticationLive))
+  const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(Handlers))
+  const Workers = options.workers === false || !config.workersEnabled
+    ? Layer.empty
+    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
+  const Docs = HttpApiScalar.layer({ path: "/docs" }).pipe(Layer.provideMerge(ApiLive))
+  return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
+    Layer.provideMerge(Capabilities),
+    Layer.provide(loggerLayer(config.logLevel)),
+    Layer.provide(options.extra ?? Layer.empty)
+  )
+}
+
+export interface RunningServer {
+  readonly url: string
+  readonly port: number
+  readonly handler: (request: Request) => Promise<Response>
+  /** runs an effect in the service's own runtime (same database, clock, services) */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+  /** stop accepting, finish in-flight requests, stop fibers, close pools */
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Builds every layer (migrations included) before anything listens, so no early request waits or
+ * 404s, then serves the API through one web handler.
+ */
+export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) => {
+  const layer = Layer.mergeAll(makeAppLayer(config, options), HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer)
+  const runtime = ManagedRuntime.make(layer as Layer.Layer<any, unknown>)
+  const rt = await runtime.runtime()
+  const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
+  const gate = makeGate(Api)
+  const handler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
+  return {
+    handler,
+    run: <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>),
+    dispose: () => runtime.dispose()
+  }
+}
+
+export const startServer = async (config: AppConfig, options: AppOptions = {}): Promise<RunningServer> => {
+  const { handler, run, dispose } = await makeRuntime(config, options)
+  const server = Bun.serve({
+    port: config.port,
+    hostname: config.host,
+    maxRequestBodySize: 8 * 1024 * 1024,
+    fetch: (request, srv) => {
+      const peer = srv.requestIP(request)?.address
+      return handler(request, peer === undefined ? undefined : (Context.make(PeerAddress, peer) as any))
+    }
+  })
+  let stopped = false
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    port: server.port!,
+    handler: (request) => handler(request),
+    run,
+    stop: async () => {
+      if (stopped) return
+      stopped = true
+      await server.stop(false)
+      await dispose()
+    }
+  }
+}

@@ -1,0 +1,4 @@
+import { Layer } from "effect"
+
+/** The capability's services, provided to its handlers and to other capabilities. */
+export const ConsentBundlesLive = Layer.empty

@@ -1,0 +1,85 @@
+/** Developers: sign-up, profile, key rotation and plan changes. Keys are kept only as SHA-256. */
+import { SqlClient, SqlError } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { randomBytes } from "node:crypto"
+import { ApiKeys, hashApiKey, type Developer } from "../platform/Auth.ts"
+import { err } from "../platform/Errors.ts"
+import { newId } from "../platform/Ids.ts"
+import { now } from "../platform/Time.ts"
+
+export const newApiKey = (mode: "live" | "sandbox") =>
+  `${mode === "live" ? "sk_live_" : "sk_test_"}${randomBytes(32).toString("base64url")}`
+
+export const developerView = (d: Developer) => ({
+  developerId: d.id,
+  name: d.name,
+  email: d.email,
+  mode: d.mode,
+  plan: d.plan,
+  fidoRequired: d.fidoRequired,
+  createdAt: new Date(d.createdAt).toISOString()
+})
+
+const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
+
+export class DevelopersService extends Context.Tag("agent-auth/DevelopersService")<DevelopersService, {
+  readonly signup: (input: { name: string; email?: string; mode?: "live" | "sandbox" }) => Effect.Effect<
+    { developer: Developer; apiKey: string },
+    ReturnType<typeof err.conflict>
+  >
+  readonly update: (developer: Developer, patch: { name?: string; fidoRequired?: boolean }) => Effect.Effect<Developer>
+  readonly rotateKey: (developer: Developer) => Effect.Effect<{ apiKey: string; rotatedAt: string }>
+  readonly setPlan: (developerId: string, plan: "free" | "pro" | "enterprise") => Effect.Effect<boolean>
+}>() {}
+
+export const DevelopersServiceLive = Layer.effect(
+  DevelopersService,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const apiKeys = yield* ApiKeys
+    return {
+      signup: (input) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const mode = input.mode ?? "live"
+          const apiKey = newApiKey(mode)
+          const id = newId("dev", at.getTime())
+          const email = input.email?.toLowerCase() ?? null
+          const rows = yield* sql<Developer>`
+            INSERT INTO developers (id, name, email, mode, plan, api_key_hash, fido_required, created_at, updated_at)
+            VALUES (${id}, ${input.name}, ${email}, ${mode}, 'free', ${hashApiKey(apiKey)}, false, ${at}, ${at})
+            RETURNING id, name, email, mode, plan, fido_required, created_at`.pipe(
+            Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "A developer with this email already exists"))),
+            Effect.catchTag("SqlError", Effect.die)
+          )
+          return { developer: rows[0]!, apiKey }
+        }),
+      update: (developer, patch) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const rows = yield* sql<Developer>`
+            UPDATE developers SET name = COALESCE(${patch.name ?? null}, name),
+              fido_required = COALESCE(${patch.fidoRequired ?? null}, fido_required), updated_at = ${at}
+            WHERE id = ${developer.id}
+            RETURNING id, name, email, mode, plan, fido_required, created_at`
+          apiKeys.forget(developer.id)
+          return rows[0]!
+        }).pipe(Effect.orDie),
+      rotateKey: (developer) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const apiKey = newApiKey(developer.mode)
+          yield* sql`UPDATE developers SET api_key_hash = ${hashApiKey(apiKey)}, updated_at = ${at} WHERE id = ${developer.id}`
+          apiKeys.forget(developer.id)
+          return { apiKey, rotatedAt: at.toISOString() }
+        }).pipe(Effect.orDie),
+      setPlan: (developerId, plan) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const rows = yield* sql`UPDATE developers SET plan = ${plan}, updated_at = ${at} WHERE id = ${developerId} RETURNING id`
+          apiKeys.forget(developerId)
+          return rows.length > 0
+        }).pipe(Effect.orDie)
+    }
+  })
+)

@@ -1,0 +1,26 @@
+/**
+ * Operator commands of the binary beyond serve/migrate. Each runs against the configured database
+ * and answers one line. Capabilities register theirs here.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { AppConfig } from "./Config.ts"
+
+export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
+
+const setPlan: OperatorCommand = ([developerId, plan]) =>
+  Effect.gen(function*() {
+    if (developerId === undefined || !["free", "pro", "enterprise"].includes(plan ?? "")) {
+      return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <free|pro|enterprise>"))
+    }
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`.pipe(
+      Effect.mapError((e) => new Error(`database error: ${e.message}`))
+    )
+    if (rows.length === 0) return yield* Effect.fail(new Error(`no developer ${developerId}`))
+    return `developer ${developerId} is now on the ${plan} plan`
+  })
+
+export const operatorCommands: Record<string, OperatorCommand> = {
+  "developers set-plan": setPlan
+}

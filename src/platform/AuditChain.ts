@@ -1,0 +1,174 @@
+/**
+ * The audit chain: one SHA-256 hash chain per developer (decisions §3).
+ *
+ * hash = SHA-256 hex of the canonical JSON (sorted keys) of
+ *   { id, agentId, agentDid, grantId, principalId, developerId, action, metadata, timestamp, prevHash, status }
+ * with prevHash null for the first entry.
+ *
+ * `append` runs in the caller's transaction and first locks the developer's chain head row
+ * (INSERT … ON CONFLICT DO UPDATE … RETURNING takes the row lock), so concurrent writers on any
+ * number of instances append one after another: the chain never forks, and an entry commits or
+ * rolls back with the change it records.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
+import { newId } from "./Ids.ts"
+import { nowMillis } from "./Time.ts"
+
+export interface AuditEntry {
+  readonly entryId: string
+  readonly agentId: string | null
+  readonly agentDid: string | null
+  readonly grantId: string | null
+  readonly principalId: string | null
+  readonly developerId: string
+  readonly action: string
+  readonly metadata: Record<string, unknown>
+  readonly hash: string
+  readonly prevHash: string | null
+  readonly timestamp: string
+  readonly status: string
+}
+
+export interface AppendInput {
+  readonly developerId: string
+  readonly action: string
+  readonly agentId?: string | null
+  readonly agentDid?: string | null
+  readonly grantId?: string | null
+  readonly principalId?: string | null
+  readonly metadata?: Record<string, unknown>
+  readonly status?: string
+}
+
+/** RFC 8785-style canonical JSON: object keys sorted, no whitespace. */
+export const canonicalJson = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return JSON.stringify(value ?? null)
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  const keys = Object.keys(value as Record<string, unknown>).filter((k) => (value as any)[k] !== undefined).sort()
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`).join(",")}}`
+}
+
+export const entryHash = (e: Omit<AuditEntry, "hash" | "entryId"> & { id: string }): string =>
+  createHash("sha256")
+    .update(canonicalJson({
+      id: e.id,
+      agentId: e.agentId,
+      agentDid: e.agentDid,
+      grantId: e.grantId,
+      principalId: e.principalId,
+      developerId: e.developerId,
+      action: e.action,
+      metadata: e.metadata,
+      timestamp: e.timestamp,
+      prevHash: e.prevHash,
+      status: e.status
+    }))
+    .digest("hex")
+
+interface Row {
+  id: string
+  agentId: string | null
+  agentDid: string | null
+  grantId: string | null
+  principalId: string | null
+  developerId: string
+  action: string
+  metadata: Record<string, unknown> | string
+  hash: string
+  prevHash: string | null
+  timestamp: string
+  status: string
+  seq: string | number
+}
+
+export const rowToEntry = (row: Row): AuditEntry => ({
+  entryId: row.id,
+  agentId: row.agentId,
+  agentDid: row.agentDid,
+  grantId: row.grantId,
+  principalId: row.principalId,
+  developerId: row.developerId,
+  action: row.action,
+  metadata: typeof row.metadata === "string" ? JSON.parse(row.metadata) : row.metadata,
+  hash: row.hash,
+  prevHash: row.prevHash,
+  timestamp: row.timestamp,
+  status: row.status
+})
+
+export interface AuditChainService {
+  readonly append: (input: AppendInput) => Effect.Effect<AuditEntry>
+  readonly verify: (developerId: string) => Effect.Effect<{ valid: boolean; checkedEntries: number; firstBrokenAt: string | null }>
+}
+
+export class AuditChain extends Context.Tag("agent-auth/AuditChain")<AuditChain, AuditChainService>() {}
+
+export const AuditChainLive = Layer.effect(
+  AuditChain,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const append = (input: AppendInput) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const id = newId("alog", ms)
+        const [head] = yield* sql<{ seq: string; hash: string | null }>`
+          INSERT INTO audit_heads (developer_id, seq, hash) VALUES (${input.developerId}, 0, NULL)
+          ON CONFLICT (developer_id) DO UPDATE SET seq = audit_heads.seq
+          RETURNING seq, hash`
+        const seq = Number(head!.seq) + 1
+        const entry = {
+          id,
+          agentId: input.agentId ?? null,
+          agentDid: input.agentDid ?? null,
+          grantId: input.grantId ?? null,
+          principalId: input.principalId ?? null,
+          developerId: input.developerId,
+          action: input.action,
+          metadata: input.metadata ?? {},
+          timestamp: new Date(ms).toISOString(),
+          prevHash: head!.hash,
+          status: input.status ?? "success"
+        }
+        const hash = entryHash(entry)
+        yield* sql`
+          INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
+                                 status, timestamp, prev_hash, hash, created_at)
+          VALUES (${id}, ${entry.developerId}, ${seq}, ${entry.agentId}, ${entry.agentDid}, ${entry.grantId},
+                  ${entry.principalId}, ${entry.action}, ${JSON.stringify(entry.metadata)}::jsonb, ${entry.status},
+                  ${entry.timestamp}, ${entry.prevHash}, ${hash}, ${new Date(ms)})`
+        yield* sql`UPDATE audit_heads SET seq = ${seq}, hash = ${hash} WHERE developer_id = ${input.developerId}`
+        const { id: entryId, ...rest } = entry
+        return { entryId, ...rest, hash } satisfies AuditEntry
+      })).pipe(Effect.orDie)
+
+    const verify = (developerId: string) =>
+      Effect.gen(function*() {
+        let prevHash: string | null = null
+        let checked = 0
+        let lastSeq = 0
+        const pageSize = 1000
+        for (;;) {
+          const rows: ReadonlyArray<Row> = yield* sql<Row>`
+            SELECT id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash,
+                   timestamp, status, seq
+            FROM audit_log WHERE developer_id = ${developerId} AND seq > ${lastSeq} ORDER BY seq LIMIT ${pageSize}`
+          for (const row of rows) {
+            const entry = rowToEntry(row)
+            const expected = entryHash({ ...entry, id: entry.entryId })
+            if (entry.prevHash !== prevHash || expected !== entry.hash || Number(row.seq) !== lastSeq + 1) {
+              return { valid: false, checkedEntries: checked, firstBrokenAt: entry.entryId }
+            }
+            prevHash = entry.hash
+            lastSeq = Number(row.seq)
+            checked++
+          }
+          if (rows.length < pageSize) return { valid: true, checkedEntries: checked, firstBrokenAt: null }
+        }
+      }).pipe(Effect.orDie)
+
+    return { append, verify }
+  })
+)

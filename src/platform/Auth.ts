@@ -1,0 +1,106 @@
+/**
+ * API-key authentication (decisions §2). Keys are stored only as SHA-256; a lookup is by hash.
+ * Resolved keys are cached for a few seconds so the hot path does not pay a query per request;
+ * rotation on this instance drops the cached entry at once (other instances within CACHE_MS).
+ */
+import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, FiberRef, Layer, Option, Redacted } from "effect"
+import { createHash } from "node:crypto"
+import { Unauthorized, err } from "./Errors.ts"
+import type { GrantTokenClaims } from "./Keys.ts"
+
+export interface Developer {
+  readonly id: string
+  readonly name: string
+  readonly email: string | null
+  readonly mode: "live" | "sandbox"
+  readonly plan: "free" | "pro" | "enterprise"
+  readonly fidoRequired: boolean
+  readonly createdAt: Date
+}
+
+/** The developer whose API key authenticated this request. */
+export class CurrentDeveloper extends Context.Tag("agent-auth/CurrentDeveloper")<CurrentDeveloper, Developer>() {}
+
+export const hashApiKey = (apiKey: string): string => createHash("sha256").update(apiKey).digest("hex")
+
+const CACHE_MS = 5_000
+const CACHE_MAX = 10_000
+
+export interface ApiKeyService {
+  readonly resolve: (apiKey: string) => Effect.Effect<Developer | undefined>
+  readonly forget: (developerId: string) => void
+}
+
+export class ApiKeys extends Context.Tag("agent-auth/ApiKeys")<ApiKeys, ApiKeyService>() {}
+
+export const ApiKeysLive = Layer.effect(
+  ApiKeys,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const cache = new Map<string, { developer: Developer | undefined; until: number }>()
+    const resolve = (apiKey: string) => {
+      if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return Effect.succeed(undefined)
+      const hash = hashApiKey(apiKey)
+      const hit = cache.get(hash)
+      if (hit !== undefined && hit.until > Date.now()) return Effect.succeed(hit.developer)
+      return sql<Developer>`SELECT id, name, email, mode, plan, fido_required, created_at FROM developers WHERE api_key_hash = ${hash}`.pipe(
+        Effect.map((rows) => rows[0]),
+        Effect.tap((developer) =>
+          Effect.sync(() => {
+            if (cache.size >= CACHE_MAX) cache.clear()
+            cache.set(hash, { developer, until: Date.now() + CACHE_MS })
+          })
+        ),
+        Effect.orDie
+      )
+    }
+    const forget = (developerId: string) => {
+      for (const [hash, entry] of cache) if (entry.developer?.id === developerId) cache.delete(hash)
+    }
+    return { resolve, forget }
+  })
+)
+
+/** What the gate (RateLimit) learned about the caller, handed to handlers without a second lookup. */
+export interface GateState {
+  readonly requestId: string
+  readonly developer?: Developer
+  readonly grant?: GrantTokenClaims
+  readonly grantToken?: string
+}
+export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
+
+export const currentRequestId = Effect.map(FiberRef.get(CurrentGate), (g) => g?.requestId ?? "unknown")
+
+/** Declares `Authorization: Bearer <API_KEY>` on an endpoint or group and provides CurrentDeveloper. */
+export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
+  failure: Unauthorized,
+  provides: CurrentDeveloper,
+  security: { apiKey: HttpApiSecurity.bearer }
+}) {}
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function*() {
+    const keys = yield* ApiKeys
+    return {
+      apiKey: (token: Redacted.Redacted<string>) =>
+        Effect.flatMap(FiberRef.get(CurrentGate), (gate) => {
+          if (gate?.developer !== undefined) return Effect.succeed(gate.developer)
+          return Effect.flatMap(keys.resolve(Redacted.value(token)), (developer) =>
+            developer === undefined ? Effect.fail(err.unauthorized("Invalid or missing API key")) : Effect.succeed(developer))
+        })
+    }
+  })
+)
+
+/** The bearer credential of a request, if any. */
+export const bearerOf = (authorization: string | undefined): string | undefined => {
+  if (authorization === undefined) return undefined
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
+  return match?.[1]
+}
+
+export const optionalDeveloper = Effect.map(FiberRef.get(CurrentGate), (g) => Option.fromNullable(g?.developer))

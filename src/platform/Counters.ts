@@ -1,0 +1,148 @@
+/**
+ * Counters: the fixed-window counter store behind rate limiting.
+ *
+ * `hit` checks every window of a request and increments them all in ONE round trip (a Lua script
+ * on Redis; the same algorithm in memory): if any window is already full nothing is incremented,
+ * so a request refused by one limiter never spends another's budget.
+ *
+ * Redis runs with no offline queue and a 250 ms command timeout: when it is down or slow the call
+ * fails at once and the caller fails closed (503), instead of queueing requests behind it.
+ */
+import { Context, Data, Effect, Layer } from "effect"
+import Redis from "ioredis"
+import { Config } from "../Config.ts"
+
+export interface WindowCheck {
+  /** full counter key, including the window start */
+  readonly key: string
+  readonly limit: number
+}
+
+export interface HitResult {
+  /** index of the first window that was already full, or -1 when the request is allowed */
+  readonly rejectedBy: number
+  /** count of each window after this request (unchanged counts when rejected) */
+  readonly counts: ReadonlyArray<number>
+}
+
+export class CounterStoreUnavailable extends Data.TaggedError("CounterStoreUnavailable")<{ readonly cause: unknown }> {}
+
+export interface CounterStore {
+  readonly hit: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Effect.Effect<HitResult, CounterStoreUnavailable>
+  readonly ping: Effect.Effect<void, CounterStoreUnavailable>
+  readonly kind: "redis" | "memory"
+  /** prefix for every key; tests give each app its own */
+  readonly prefix: string
+}
+
+export class Counters extends Context.Tag("agent-auth/Counters")<Counters, CounterStore>() {}
+
+const HIT_SCRIPT = `
+local n = #KEYS
+for i = 1, n do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if c >= tonumber(ARGV[i + 1]) then
+    local out = {i}
+    for j = 1, n do out[#out + 1] = tonumber(redis.call('GET', KEYS[j]) or '0') end
+    return out
+  end
+end
+local out = {0}
+for i = 1, n do
+  local c = redis.call('INCR', KEYS[i])
+  if c == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[1]) end
+  out[#out + 1] = c
+end
+return out
+`
+
+/** The in-process store: the same algorithm over a Map. Also the containment fallback. */
+export const makeMemoryStore = (prefix = ""): CounterStore => {
+  const windows = new Map<string, { count: number; expiresAt: number }>()
+  let lastSweep = Date.now()
+  const current = (key: string, now: number) => {
+    const entry = windows.get(key)
+    if (entry === undefined || entry.expiresAt <= now) return 0
+    return entry.count
+  }
+  return {
+    kind: "memory",
+    prefix,
+    ping: Effect.void,
+    hit: (checks, ttlMs) =>
+      Effect.sync(() => {
+        // Real time for expiry bookkeeping only; window keys already carry the (Clock) window start.
+        const now = Date.now()
+        if (now - lastSweep > 60_000) {
+          for (const [key, entry] of windows) if (entry.expiresAt <= now) windows.delete(key)
+          lastSweep = now
+        }
+        for (let i = 0; i < checks.length; i++) {
+          if (current(checks[i]!.key, now) >= checks[i]!.limit) {
+            return { rejectedBy: i, counts: checks.map((c) => current(c.key, now)) }
+          }
+        }
+        const counts = checks.map((c) => {
+          const entry = windows.get(c.key)
+          if (entry === undefined || entry.expiresAt <= now) {
+            windows.set(c.key, { count: 1, expiresAt: now + ttlMs })
+            return 1
+          }
+          entry.count++
+          return entry.count
+        })
+        return { rejectedBy: -1, counts }
+      })
+  }
+}
+
+const makeRedisStore = (url: string, prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const client = new Redis(url, {
+        enableOfflineQueue: false,
+        commandTimeout: 250,
+        connectTimeout: 1000,
+        maxRetriesPerRequest: 0,
+        lazyConnect: false,
+        // keep reconnecting: limiting resumes by itself when Redis comes back
+        retryStrategy: (times) => Math.min(50 * times, 1000)
+      })
+      client.on("error", () => {
+        // connection errors surface on each command; this handler keeps ioredis from printing them
+      })
+      client.defineCommand("rateHit", { lua: HIT_SCRIPT })
+      return client
+    }),
+    (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())).pipe(Effect.ignore)
+  ).pipe(
+    Effect.map((client): CounterStore => ({
+      kind: "redis",
+      prefix,
+      ping: Effect.tryPromise({
+        try: () => client.ping(),
+        catch: (cause) => new CounterStoreUnavailable({ cause })
+      }).pipe(Effect.asVoid),
+      hit: (checks, ttlMs) =>
+        Effect.tryPromise({
+          try: () =>
+            (client as any).rateHit(
+              checks.length,
+              ...checks.map((c) => c.key),
+              ttlMs,
+              ...checks.map((c) => c.limit)
+            ) as Promise<Array<number>>,
+          catch: (cause) => new CounterStoreUnavailable({ cause })
+        }).pipe(Effect.map((out) => ({ rejectedBy: Number(out[0]) - 1, counts: out.slice(1).map(Number) })))
+    }))
+  )
+
+export const CountersLive = Layer.scoped(
+  Counters,
+  Effect.gen(function*() {
+    const config = yield* Config
+    const prefix = config.redisKeyPrefix
+    if (config.redisUrl.startsWith("memory:")) return makeMemoryStore(prefix)
+    return yield* makeRedisStore(config.redisUrl, prefix)
+  })
+)

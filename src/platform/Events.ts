@@ -1,0 +1,75 @@
+/**
+ * Events (decisions §7): the outbox. `emit` writes the event and one delivery row per subscribed
+ * webhook endpoint in the caller's transaction, so a change and its event commit together or not
+ * at all. `pg_notify` wakes delivery workers on every instance at commit (notifications are sent
+ * only when the transaction commits); the poll catches anything a notification missed.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { Config } from "../Config.ts"
+import { newId } from "./Ids.ts"
+import { nowMillis } from "./Time.ts"
+
+export const EVENT_TYPES = [
+  "grant.created",
+  "grant.revoked",
+  "token.issued",
+  "dpdp.breach.recorded",
+  "dpdp.breach.principal_intimation_due",
+  "dpdp.breach.board_report_due",
+  "consent_bundle.created",
+  "consent_bundle.revoked",
+  "vault.credential.exchanged",
+  "budget.threshold",
+  "budget.exhausted"
+] as const
+
+export type EventType = typeof EVENT_TYPES[number]
+
+export const DELIVERY_CHANNEL = "webhook_deliveries"
+
+export interface EmittedEvent {
+  readonly id: string
+  readonly type: EventType
+  readonly createdAt: string
+  readonly data: Record<string, unknown>
+}
+
+export interface EventsService {
+  readonly emit: (developerId: string, type: EventType, data: Record<string, unknown>) => Effect.Effect<EmittedEvent>
+}
+
+export class Events extends Context.Tag("agent-auth/Events")<Events, EventsService>() {}
+
+export const EventsLive = Layer.effect(
+  Events,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const emit = (developerId: string, type: EventType, data: Record<string, unknown>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const at = new Date(ms)
+        const id = newId("evt", ms)
+        // One statement: the event, then a delivery per live subscribed endpoint.
+        const rows = yield* sql<{ deliveries: string }>`
+          WITH event AS (
+            INSERT INTO events (id, developer_id, type, data, created_at)
+            VALUES (${id}, ${developerId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at})
+            RETURNING id
+          ), inserted AS (
+            INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
+                                            next_attempt_at, created_at, updated_at)
+            SELECT 'whd_' || ${id.slice(4, 14)} || upper(substr(md5(random()::text || e.id), 1, 16)), e.id, (SELECT id FROM event), ${developerId}, 'pending', 0,
+                   ${config.webhooks.maxAttempts}, ${at}, ${at}, ${at}
+            FROM webhook_endpoints e
+            WHERE e.developer_id = ${developerId} AND e.deleted_at IS NULL AND ${type} = ANY(e.events)
+            RETURNING 1
+          )
+          SELECT count(*)::int AS deliveries FROM inserted`
+        if (Number(rows[0]?.deliveries ?? 0) > 0) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
+        return { id, type, createdAt: at.toISOString(), data }
+      })).pipe(Effect.orDie)
+    return { emit }
+  })
+)

@@ -1,0 +1,144 @@
+/**
+ * The envelope around every request: the request id (reused from a well-formed X-Request-Id),
+ * one error shape `{ code, message, requestId }` for every error whatever produced it (handlers,
+ * schema decoding, unknown routes, defects), metrics and the access log.
+ *
+ * Error bodies are rewritten here rather than in every handler, and only error responses are
+ * touched, so the success path pays nothing.
+ */
+import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, FiberRef, Option } from "effect"
+import { CurrentGate } from "./Auth.ts"
+import { newId } from "./Ids.ts"
+import { Metrics } from "./Metrics.ts"
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+export const newRequestId = (incoming: string | undefined): string =>
+  incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : newId("req")
+
+export const errorResponse = (
+  status: number,
+  code: string,
+  message: string,
+  requestId: string,
+  headers?: Record<string, string>,
+  details?: ReadonlyArray<{ path: string; message: string }>
+) =>
+  HttpServerResponse.unsafeJson(details ? { code, message, requestId, details } : { code, message, requestId }, {
+    status,
+    headers: { ...headers, "x-request-id": requestId }
+  })
+
+/** Bundles and offline sync answer malformed input with INVALID_REQUEST; the rest with BAD_REQUEST. */
+const validationCode = (path: string) =>
+  path.startsWith("/v1/consent-bundles") || path.startsWith("/v1/audit/offline-sync") ? "INVALID_REQUEST" : "BAD_REQUEST"
+
+const STATUS_CODES: Record<number, string> = {
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  409: "CONFLICT",
+  413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
+  422: "UNPROCESSABLE",
+  429: "RATE_LIMITED",
+  500: "INTERNAL_ERROR",
+  503: "SERVICE_UNAVAILABLE"
+}
+
+interface DecodeIssue {
+  readonly path: ReadonlyArray<string | number>
+  readonly message: string
+}
+
+/** Rewrites an error response's body into the one error shape. */
+const normaliseError = (response: HttpServerResponse.HttpServerResponse, requestId: string, path: string) => {
+  const body = response.body
+  let parsed: any = undefined
+  if (body._tag === "Uint8Array") {
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(body.body))
+    } catch {
+      parsed = undefined
+    }
+  }
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(response.headers)) {
+    if (k !== "content-type" && k !== "content-length") headers[k] = v
+  }
+  if (parsed && typeof parsed === "object" && parsed._tag === "HttpApiDecodeError") {
+    const issues: ReadonlyArray<DecodeIssue> = Array.isArray(parsed.issues) ? parsed.issues : []
+    const details = issues.slice(0, 20).map((i) => ({ path: i.path.join("."), message: i.message }))
+    const first = details[0]
+    const message = first ? `Invalid request: ${first.path ? first.path + ": " : ""}${first.message}` : "Invalid request"
+    return errorResponse(400, validationCode(path), message, requestId, headers, details)
+  }
+  if (parsed && typeof parsed === "object" && typeof parsed.code === "string" && typeof parsed.message === "string") {
+    return errorResponse(response.status, parsed.code, parsed.message, requestId, headers, parsed.details)
+  }
+  const code = STATUS_CODES[response.status] ?? (response.status >= 500 ? "INTERNAL_ERROR" : "BAD_REQUEST")
+  const message = response.status === 404
+    ? "No such route"
+    : response.status >= 500
+    ? "Internal error"
+    : response.status === 400
+    ? "Malformed request body"
+    : "Request could not be processed"
+  return errorResponse(response.status >= 500 ? (response.status === 503 ? 503 : 500) : response.status, code, message, requestId, headers)
+}
+
+/** Maps a failure or defect that escaped the API to a response without internals. */
+const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: string) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const e = failure.value as { _tag?: string; reason?: string }
+    if (e?._tag === "RouteNotFound") return errorResponse(404, "NOT_FOUND", "No such route", requestId)
+    if (e?._tag === "RequestError") {
+      return errorResponse(400, validationCode(path), "Malformed request body", requestId)
+    }
+  }
+  return errorResponse(500, "INTERNAL_ERROR", "Internal error", requestId)
+}
+
+/**
+ * The platform sends a response from inside the app (before a middleware sees its result), so
+ * rewriting goes through a pre-response handler registered for this request's fiber.
+ */
+export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const metrics = yield* Metrics
+    const started = performance.now()
+    const requestId = newRequestId(request.headers["x-request-id"])
+    const url = request.url
+    const q = url.indexOf("?")
+    const path = q === -1 ? url : url.slice(0, q)
+    let observed = false
+    const finish = (response: HttpServerResponse.HttpServerResponse) => {
+      let out = response
+      if (out.status >= 400 && path !== "/health") out = normaliseError(out, requestId, path)
+      else out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
+      if (!observed) {
+        observed = true
+        metrics.observe(request.method, path, out.status, (performance.now() - started) / 1000)
+      }
+      return out
+    }
+    yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
+    const response = yield* app.pipe(
+      Effect.locally(CurrentGate, { requestId }),
+      Effect.tapErrorCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.void
+          : Effect.logError("request failed").pipe(
+            Effect.annotateLogs({ requestId, path, cause: Cause.pretty(cause, { renderErrorCause: false }) })
+          )
+      ),
+      Effect.catchAllCause((cause) => Effect.succeed(responseForCause(cause, requestId, path)))
+    )
+    // Responses answered by the gate itself never went through the pre-response handler.
+    return observed ? response : finish(response)
+  })

@@ -1,0 +1,279 @@
+/**
+ * Rate limiting (interface: Limits; decisions §6).
+ *
+ * Each endpoint declares its policy in its own declaration with `.annotate(RatePolicy, ...)`.
+ * The gate (an HTTP middleware in front of every route) finds the policy of the matched route,
+ * authenticates the caller (API key or grant token) so per-developer budgets can be counted, and
+ * checks every window of the request in one round trip to the counter store. It then runs the
+ * handler, or answers 429 / 503 without running it.
+ *
+ * Windows are fixed and aligned to the clock minute (Effect Clock, so TestClock drives them).
+ */
+import { HttpApi, HttpApiMiddleware, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Clock, Context, Effect, FiberRef, Option } from "effect"
+import { BlockList, isIP } from "node:net"
+import { Config, type RateLimitFigures, type TrustProxy } from "../Config.ts"
+import { ApiKeys, Authentication, bearerOf, CurrentGate, type Developer, type GateState } from "./Auth.ts"
+import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
+import { Keys } from "./Keys.ts"
+import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
+
+export type DeveloperBudget = "plan" | "containment" | "revocationStatus"
+
+export interface RatePolicyValue {
+  /** "exempt": never limited, never counted (JWKS, health) */
+  readonly exempt?: boolean
+  /** the route's own limit per window, replacing the default; a function of the configured figures */
+  readonly routeLimit?: number | ((figures: RateLimitFigures) => number)
+  /** whose requests the route limit counts: the source address (default), the API key, or the grant token's jti */
+  readonly routeKey?: "address" | "apiKey" | "grantToken"
+  /** which per-developer budget an API-key request draws on (default: the plan budget) */
+  readonly developerBudget?: DeveloperBudget
+  /** POST /v1/authorize: the per-developer authorization bucket */
+  readonly authorizeBucket?: boolean
+  /** the route authenticates with a grant token instead of an API key */
+  readonly grantToken?: boolean
+}
+
+export class RatePolicy extends Context.Tag("agent-auth/RatePolicy")<RatePolicy, RatePolicyValue>() {}
+
+const WINDOW_MS = 60_000
+
+interface CompiledRoute {
+  readonly id: string
+  readonly method: string
+  readonly pattern: RegExp | undefined
+  readonly path: string
+  readonly policy: RatePolicyValue
+  readonly apiKey: boolean
+}
+
+/** Reads every endpoint's path, method, policy and whether it uses API-key authentication. */
+export const compileRoutes = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledRoute> => {
+  const routes: Array<CompiledRoute> = []
+  HttpApi.reflect(api as any, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, mergedAnnotations, middleware }) => {
+      const policy = Context.getOption(mergedAnnotations, RatePolicy).pipe(
+        Option.getOrElse((): RatePolicyValue => ({}))
+      )
+      const apiKey = [...middleware].some((m) => (m as unknown) === Authentication)
+      const isStatic = !endpoint.path.includes(":") && !endpoint.path.includes("*")
+      routes.push({
+        id: `${endpoint.method} ${endpoint.path}`,
+        method: endpoint.method,
+        path: endpoint.path,
+        pattern: isStatic
+          ? undefined
+          : new RegExp("^" + endpoint.path.replace(/[.*+?^${}()|[\]\\]/g, (c) => c === ":" ? c : "\\" + c).replace(/:[A-Za-z0-9_]+/g, "[^/]+") + "/?$"),
+        policy,
+        apiKey
+      })
+    }
+  })
+  return routes
+}
+
+const makeMatcher = (routes: ReadonlyArray<CompiledRoute>) => {
+  const exact = new Map<string, CompiledRoute>()
+  const patterns: Array<CompiledRoute> = []
+  for (const route of routes) {
+    if (route.pattern === undefined) exact.set(`${route.method} ${route.path}`, route)
+    else patterns.push(route)
+  }
+  return (method: string, path: string): CompiledRoute | undefined => {
+    const hit = exact.get(`${method} ${path}`)
+    if (hit !== undefined) return hit
+    for (const route of patterns) if (route.method === method && route.pattern!.test(path)) return route
+    return undefined
+  }
+}
+
+/** The client address: the socket peer, or X-Forwarded-For as far as TRUST_PROXY allows. */
+export const clientAddress = (trust: TrustProxy, peer: string | undefined, forwardedFor: string | undefined): string => {
+  const remote = peer ?? "unknown"
+  if (trust._tag === "none" || forwardedFor === undefined) return remote
+  const chain = [...forwardedFor.split(",").map((s) => s.trim()).filter(Boolean), remote]
+  if (trust._tag === "hops") return chain[Math.max(0, chain.length - 1 - trust.hops)]!
+  const list = new BlockList()
+  for (const cidr of trust.cidrs) {
+    const [addr, bits] = cidr.split("/")
+    const family = isIP(addr!) === 6 ? "ipv6" : "ipv4"
+    if (bits === undefined) list.addAddress(addr!, family)
+    else list.addSubnet(addr!, Number(bits), family)
+  }
+  for (let i = chain.length - 1; i > 0; i--) {
+    const addr = chain[i]!.replace(/^::ffff:/, "")
+    const family = isIP(addr) === 6 ? "ipv6" : isIP(addr) === 4 ? "ipv4" : undefined
+    if (family === undefined || !list.check(addr, family)) return chain[i]!
+  }
+  return chain[0]!
+}
+
+/** The socket peer address, handed in by the server (Bun.serve) through the request context. */
+export class PeerAddress extends Context.Tag("agent-auth/PeerAddress")<PeerAddress, string>() {}
+
+interface Reported {
+  readonly name: string
+  readonly limit: number
+  readonly remaining: number
+  readonly resetSeconds: number
+}
+
+const rateHeaders = (r: Reported, retry: boolean): Record<string, string> => {
+  const headers: Record<string, string> = {
+    "x-ratelimit-limit": String(r.limit),
+    "x-ratelimit-remaining": String(Math.max(0, r.remaining)),
+    "x-ratelimit-reset": String(r.resetSeconds),
+    "ratelimit-policy": `"${r.name}";q=${r.limit};w=60`,
+    "ratelimit": `"${r.name}";r=${Math.max(0, r.remaining)};t=${r.resetSeconds}`
+  }
+  if (retry) headers["retry-after"] = String(r.resetSeconds)
+  return headers
+}
+
+/** In-process counters used by containment routes while the shared store is down. */
+const containmentFallback = makeMemoryStore()
+
+/**
+ * Builds the gate middleware for an API. Needs Config, Counters, Keys and ApiKeys from the runtime.
+ */
+export const makeGate = (api: HttpApi.HttpApi.Any) => {
+  const match = makeMatcher(compileRoutes(api))
+  return <E, R>(app: HttpApp.Default<E, R>) =>
+    Effect.gen(function*() {
+      const config = yield* Config
+      const counters = yield* Counters
+      const keys = yield* Keys
+      const apiKeys = yield* ApiKeys
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const gate = yield* FiberRef.get(CurrentGate)
+      const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
+      const url = request.url
+      const q = url.indexOf("?")
+      const path = q === -1 ? url : url.slice(0, q)
+      const route = match(request.method, path)
+      const policy: RatePolicyValue = route?.policy ?? {}
+      if (policy.exempt) return yield* app
+      const figures = config.rateLimits
+      const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
+      const now = yield* Clock.currentTimeMillis
+      const windowStart = now - (now % WINDOW_MS)
+      const resetSeconds = Math.max(1, Math.ceil((windowStart + WINDOW_MS - now) / 1000))
+      const prefix = counters.prefix
+      const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ??
+        Option.getOrUndefined(request.remoteAddress)
+      const address = clientAddress(config.trustProxy, peer, request.headers["x-forwarded-for"])
+
+      const checks: Array<WindowCheck & { name: string; code: "RATE_LIMITED" | "RATE_LIMIT_EXCEEDED" }> = []
+      const routeLimit = scaled(
+        typeof policy.routeLimit === "function"
+          ? policy.routeLimit(figures)
+          : policy.routeLimit ?? figures.routeDefault
+      )
+      const routeId = route?.id ?? "unmatched"
+      const addRouteCheck = (subject: string) =>
+        checks.push({
+          key: `${prefix}rl:route:${routeId}:${subject}:${windowStart}`,
+          limit: routeLimit,
+          name: "route",
+          code: "RATE_LIMITED"
+        })
+
+      let state: GateState = { requestId }
+      let developer: Developer | undefined
+      let unauthorized = false
+      const bearer = bearerOf(request.headers["authorization"])
+      if (policy.grantToken) {
+        const claims = bearer === undefined
+          ? undefined
+          : yield* keys.verify(bearer, Math.floor(now / 1000)).pipe(Effect.option, Effect.map(Option.getOrUndefined))
+        if (claims === undefined) {
+          unauthorized = true
+          addRouteCheck(`addr:${address}`)
+        } else {
+          state = { ...state, grant: claims, grantToken: bearer }
+          addRouteCheck(`jti:${claims.jti}`)
+        }
+      } else if (route?.apiKey) {
+        developer = bearer === undefined ? undefined : yield* apiKeys.resolve(bearer)
+        if (developer === undefined) {
+          unauthorized = true
+          addRouteCheck(`addr:${address}`)
+        } else {
+          state = { ...state, developer }
+          addRouteCheck(policy.routeKey === "apiKey" ? `key:${developer.id}` : `addr:${address}`)
+          const tag = `{${developer.id}}`
+          const budget = policy.developerBudget ?? "plan"
+          if (policy.authorizeBucket) {
+            checks.push({
+              key: `${prefix}rl:${tag}:authorize:${windowStart}`,
+              limit: scaled(figures.authorizePerDeveloper),
+              name: "authorize",
+              code: "RATE_LIMIT_EXCEEDED"
+            })
+          }
+          const budgetLimit = budget === "containment"
+            ? figures.containment
+            : budget === "revocationStatus"
+            ? figures.revocationStatus
+            : developer.plan === "enterprise"
+            ? figures.planEnterprise
+            : developer.plan === "pro"
+            ? figures.planPro
+            : figures.planFree
+          checks.push({
+            key: `${prefix}rl:${tag}:${budget}:${windowStart}`,
+            limit: scaled(budgetLimit),
+            name: budget === "plan" ? `plan-${developer.plan}` : budget,
+            code: "RATE_LIMIT_EXCEEDED"
+          })
+        }
+      } else {
+        addRouteCheck(`addr:${address}`)
+      }
+
+      const containment = policy.developerBudget === "containment"
+      const result = yield* counters.hit(checks, WINDOW_MS * 2).pipe(
+        Effect.catchAll((e) => containment ? containmentFallback.hit(checks, WINDOW_MS * 2) : Effect.fail(e)),
+        Effect.either
+      )
+      if (result._tag === "Left") {
+        yield* Effect.logWarning("rate limit store unavailable").pipe(Effect.annotateLogs({ requestId, route: routeId }))
+        return errorResponse(503, "RATE_LIMIT_UNAVAILABLE", "Rate limiter unavailable; try again shortly", requestId)
+      }
+      const { rejectedBy, counts } = result.right
+      if (rejectedBy >= 0) {
+        const check = checks[rejectedBy]!
+        const reported = { name: check.name, limit: check.limit, remaining: 0, resetSeconds }
+        const message = check.code === "RATE_LIMITED"
+          ? "Too many requests for this route; slow down"
+          : "Rate limit budget exceeded for this developer"
+        return errorResponse(429, check.code, message, requestId, rateHeaders(reported, true))
+      }
+      if (unauthorized) {
+        const message = policy.grantToken ? "Grant token missing, invalid or expired" : "Invalid or missing API key"
+        return errorResponse(401, "UNAUTHORIZED", message, requestId)
+      }
+      // Report the per-developer budget on API-key requests, else the route limiter.
+      const reportIndex = checks.length - 1
+      const reportedCheck = checks[reportIndex]!
+      const reported = {
+        name: reportedCheck.name,
+        limit: reportedCheck.limit,
+        remaining: reportedCheck.limit - counts[reportIndex]!,
+        resetSeconds
+      }
+      const headers = rateHeaders(reported, false)
+      yield* HttpApp.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+      return yield* Effect.locally(app, CurrentGate, state)
+    })
+}
+
+export const policies = {
+  exempt: { exempt: true } satisfies RatePolicyValue,
+  route: (routeLimit: number) => ({ routeLimit }) satisfies RatePolicyValue
+}
+
+export { HttpApiMiddleware }

@@ -1,0 +1,41 @@
+/** Health, JWKS, metrics and the OpenAPI document. */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { Unauthorized } from "../platform/Errors.ts"
+import { RatePolicy } from "../platform/RateLimit.ts"
+
+export const Health = Schema.Struct({
+  status: Schema.Literal("ok", "degraded"),
+  failing: Schema.optional(Schema.Array(Schema.Literal("db", "redis")))
+})
+
+export const Jwks = Schema.Struct({
+  keys: Schema.Array(Schema.Struct({
+    kty: Schema.String,
+    kid: Schema.String,
+    n: Schema.String,
+    e: Schema.String,
+    alg: Schema.String,
+    use: Schema.String
+  }))
+})
+
+export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(Health)
+      .addError(Health.pipe(HttpApiSchema.asEmpty({ status: 503, decode: () => ({ status: "degraded" as const }) })), { status: 503 })
+      .annotate(RatePolicy, { exempt: true })
+  )
+  .add(
+    HttpApiEndpoint.get("jwks", "/.well-known/jwks.json")
+      .addSuccess(Jwks)
+      .annotate(RatePolicy, { exempt: true })
+  )
+  .add(
+    HttpApiEndpoint.get("metrics", "/metrics")
+      .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain; version=0.0.4" })))
+      .addError(Unauthorized)
+  )
+  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown))
+{}

@@ -1,0 +1,48 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Api } from "../Api.ts"
+import { Config } from "../Config.ts"
+import { bearerOf } from "../platform/Auth.ts"
+import { Counters } from "../platform/Counters.ts"
+import { err } from "../platform/Errors.ts"
+import { Keys } from "../platform/Keys.ts"
+import { Metrics } from "../platform/Metrics.ts"
+import { timingSafeEqual } from "node:crypto"
+
+const PROBE_TIMEOUT = "1 second"
+
+export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const counters = yield* Counters
+    const keys = yield* Keys
+    const metrics = yield* Metrics
+    const config = yield* Config
+    const spec = OpenApi.fromApi(Api)
+    const probe = (effect: Effect.Effect<unknown, unknown>) =>
+      effect.pipe(Effect.timeout(PROBE_TIMEOUT), Effect.match({ onFailure: () => false, onSuccess: () => true }))
+    return handlers
+      .handle("health", () =>
+        Effect.gen(function*() {
+          const [db, redis] = yield* Effect.all([probe(sql`SELECT 1`), probe(counters.ping)], { concurrency: 2 })
+          if (db && redis) return { status: "ok" as const }
+          const failing = [...(db ? [] : ["db" as const]), ...(redis ? [] : ["redis" as const])]
+          return HttpServerResponse.unsafeJson({ status: "degraded", failing }, { status: 503 }) as any
+        }))
+      .handle("jwks", () =>
+        Effect.succeed(HttpServerResponse.unsafeJson(keys.jwks, { headers: { "cache-control": "public, max-age=300" } }) as any))
+      .handle("metrics", () =>
+        Effect.gen(function*() {
+          if (config.metricsToken !== undefined) {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            const given = Buffer.from(bearerOf(request.headers["authorization"]) ?? "")
+            const expected = Buffer.from(config.metricsToken)
+            if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+              return yield* Effect.fail(err.unauthorized("Metrics token required"))
+            }
+          }
+          return HttpServerResponse.text(metrics.render(), { contentType: "text/plain; version=0.0.4" }) as any
+        }))
+      .handle("openapi", () => Effect.succeed(spec))
+  }))

@@ -1,0 +1,4 @@
+/** Credential vault (placeholder: endpoints land with the capability). */
+import { HttpApiGroup } from "@effect/platform"
+
+export class VaultApi extends HttpApiGroup.make("vault") {}

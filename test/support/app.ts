@@ -1,0 +1,158 @@
+/**
+ * Test harness: starts the real service (real HTTP on a loopback port) against a fresh database.
+ * - TEST_DATABASE_URL set → a new PostgreSQL database per app (dropped at stop); else PGlite in memory.
+ * - TEST_REDIS_URL set → that Redis, with a key prefix per app; else in-memory counters.
+ * `testClock: true` runs the whole service on TestClock; `adjust` / `setTime` move it.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Layer, TestClock, TestContext } from "effect"
+import pg from "pg"
+import { loadConfig, type AppConfig } from "../../src/Config.ts"
+import { generateRsaPrivateKeyPem } from "../../src/platform/Keys.ts"
+import { startServer, type RunningServer } from "../../src/Server.ts"
+
+export const usingRealServers = process.env.TEST_DATABASE_URL !== undefined
+export const usingRealPostgres = process.env.TEST_DATABASE_URL !== undefined
+export const usingRealRedis = process.env.TEST_REDIS_URL !== undefined
+
+let sharedKey: string | undefined
+/** One RSA key per test process: generating one per app would cost ~100 ms each. */
+export const testPrivateKey = () => (sharedKey ??= generateRsaPrivateKeyPem())
+
+const rand = () => Math.random().toString(36).slice(2, 10)
+
+/** Creates an empty database on the TEST_DATABASE_URL server and returns its URL. */
+export const createDatabase = async (): Promise<{ url: string; drop: () => Promise<void> }> => {
+  const base = process.env.TEST_DATABASE_URL
+  if (base === undefined) return { url: "pglite://memory", drop: async () => {} }
+  const name = `aas_test_${Date.now().toString(36)}_${rand()}`
+  const admin = new pg.Client({ connectionString: base })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(base)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: base })
+      await c.connect()
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {})
+      await c.end()
+    }
+  }
+}
+
+export interface TestResponse<T = any> {
+  readonly status: number
+  readonly body: T
+  readonly text: string
+  readonly headers: Headers
+}
+
+export interface RequestOptions {
+  readonly body?: unknown
+  readonly rawBody?: string
+  readonly apiKey?: string
+  readonly bearer?: string
+  readonly headers?: Record<string, string>
+}
+
+export interface TestApp {
+  readonly url: string
+  readonly config: AppConfig
+  readonly databaseUrl: string
+  readonly server: RunningServer
+  readonly request: <T = any>(method: string, path: string, options?: RequestOptions) => Promise<TestResponse<T>>
+  /** signs up a developer; returns its API key and id */
+  readonly signup: (input?: { name?: string; email?: string; mode?: "live" | "sandbox"; plan?: "free" | "pro" | "enterprise" }) => Promise<{ apiKey: string; developerId: string }>
+  /** runs SQL in the service's own database connection */
+  readonly query: <T = any>(text: string, params?: ReadonlyArray<unknown>) => Promise<Array<T>>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+  /** TestClock only */
+  readonly adjust: (duration: Duration.DurationInput) => Promise<void>
+  readonly setTime: (millis: number) => Promise<void>
+  readonly stop: () => Promise<void>
+}
+
+export interface TestAppOptions {
+  readonly env?: Record<string, string>
+  readonly workers?: boolean
+  readonly testClock?: boolean
+  /** start time for TestClock (default: 2026-11-22T10:00:00Z) */
+  readonly startTime?: number
+  /** reuse an existing database (e.g. a second instance) */
+  readonly databaseUrl?: string
+  /** reuse a Redis key prefix (a second instance sharing counters) */
+  readonly redisKeyPrefix?: string
+}
+
+export const startTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
+  const db = options.databaseUrl !== undefined
+    ? { url: options.databaseUrl, drop: async () => {} }
+    : await createDatabase()
+  const redisKeyPrefix = options.redisKeyPrefix ?? `t_${rand()}:`
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    REDIS_URL: process.env.TEST_REDIS_URL ?? "memory://",
+    RSA_PRIVATE_KEY: testPrivateKey(),
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "none",
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
+    REDIS_KEY_PREFIX: redisKeyPrefix,
+    ...options.env
+  })
+  const extra = options.testClock ? (TestContext.TestContext as Layer.Layer<any>) : undefined
+  const server = await startServer(config, { workers: options.workers ?? false, extra: extra as any })
+  const url = server.url
+  if (options.testClock) {
+    await server.run(TestClock.setTime(options.startTime ?? Date.parse("2026-11-22T10:00:00.000Z")))
+  }
+  const request = async <T>(method: string, path: string, o: RequestOptions = {}): Promise<TestResponse<T>> => {
+    const headers: Record<string, string> = { ...o.headers }
+    if (o.apiKey !== undefined) headers.authorization = `Bearer ${o.apiKey}`
+    if (o.bearer !== undefined) headers.authorization = `Bearer ${o.bearer}`
+    let body: string | undefined
+    if (o.rawBody !== undefined) body = o.rawBody
+    else if (o.body !== undefined) body = JSON.stringify(o.body)
+    if (body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
+    const response = await fetch(url + path, { method, headers, body, redirect: "manual" })
+    const text = await response.text()
+    let parsed: any = text
+    try {
+      parsed = text.length > 0 ? JSON.parse(text) : undefined
+    } catch {
+      parsed = text
+    }
+    return { status: response.status, body: parsed, text, headers: response.headers }
+  }
+  const query = <T>(text: string, params: ReadonlyArray<unknown> = []) =>
+    server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<any>(text, params as any))) as Promise<Array<T>>
+  const signup: TestApp["signup"] = async (input = {}) => {
+    const res = await request("POST", "/v1/signup", {
+      body: { name: input.name ?? `dev-${rand()}`, ...(input.email ? { email: input.email } : {}), ...(input.mode ? { mode: input.mode } : {}) }
+    })
+    if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${res.text}`)
+    if (input.plan !== undefined && input.plan !== "free") {
+      await query("UPDATE developers SET plan = $1 WHERE id = $2", [input.plan, res.body.developerId])
+    }
+    return { apiKey: res.body.apiKey, developerId: res.body.developerId }
+  }
+  return {
+    url,
+    config,
+    databaseUrl: db.url,
+    server,
+    request,
+    signup,
+    query,
+    run: server.run,
+    adjust: (duration) => server.run(TestClock.adjust(duration)),
+    setTime: (millis) => server.run(TestClock.setTime(millis)),
+    stop: async () => {
+      await server.stop()
+      await db.drop()
+    }
+  }
+}

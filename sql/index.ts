@@ -16,6 +16,10 @@ import m0005 from "./0005_breaches.sql" with { type: "text" }
 import m0006 from "./0006_budgets.sql" with { type: "text" }
 // @ts-ignore text import
 import m0007 from "./0007_domains_passkeys.sql" with { type: "text" }
+// @ts-ignore text import
+import m0008 from "./0008_core_extra.sql" with { type: "text" }
+// @ts-ignore text import
+import m0009 from "./0009_webhooks.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -24,5 +28,7 @@ export const migrations: Record<string, string> = {
   "0004_vault": m0004,
   "0005_breaches": m0005,
   "0006_budgets": m0006,
-  "0007_domains_passkeys": m0007
+  "0007_domains_passkeys": m0007,
+  "0008_core_extra": m0008,
+  "0009_webhooks": m0009
 }

@@ -1,4 +1,213 @@
-import { Layer } from "effect"
+/**
+ * Grants: the record of what a principal allowed an agent to do, and the RS256 grant tokens that
+ * carry it (decisions §3). Other capabilities (authorization, consent bundles, delegation, budgets,
+ * vault) create, find, revoke and check grants only through this service.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { Config } from "../Config.ts"
+import { Events } from "../platform/Events.ts"
+import { newId } from "../platform/Ids.ts"
+import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
+import { nowMillis } from "../platform/Time.ts"
 
-/** The capability's services, provided to its handlers and to other capabilities. */
-export const GrantsLive = Layer.empty
+export interface GrantRecord {
+  readonly id: string
+  readonly developerId: string
+  readonly agentId: string
+  readonly principalId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly status: "active" | "revoked"
+  readonly audience: string | null
+  readonly issuedAt: Date
+  readonly expiresAt: Date
+  readonly revokedAt: Date | null
+  readonly parentGrantId: string | null
+  readonly delegationDepth: number
+  readonly createdAt: Date
+}
+
+export interface CreateGrantInput {
+  readonly developerId: string
+  readonly agentId: string
+  readonly principalId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly expiresAt: Date
+  readonly audience?: string | null
+  readonly parentGrantId?: string | null
+  readonly delegationDepth?: number
+  /** emit grant.created (default true) */
+  readonly emitEvent?: boolean
+}
+
+export interface IssuedToken {
+  readonly grantToken: string
+  readonly jti: string
+  readonly expiresAt: Date
+}
+
+export type TokenStatus = "active" | "revoked" | "expired" | "unknown"
+
+/** The public shape of a grant (GET /v1/grants/:id). */
+export const grantView = (g: GrantRecord) => ({
+  grantId: g.id,
+  agentId: g.agentId,
+  principalId: g.principalId,
+  developerId: g.developerId,
+  scopes: [...g.scopes],
+  status: g.status === "active" && g.expiresAt.getTime() <= Date.now() ? "expired" as const : g.status,
+  issuedAt: g.issuedAt.toISOString(),
+  expiresAt: g.expiresAt.toISOString(),
+  revokedAt: g.revokedAt?.toISOString() ?? null,
+  parentGrantId: g.parentGrantId,
+  delegationDepth: g.delegationDepth
+})
+
+export interface GrantsService {
+  readonly agentDid: (agentId: string) => string
+  /** inserts the grant (and its grant.created event) in the caller's transaction */
+  readonly create: (input: CreateGrantInput) => Effect.Effect<GrantRecord>
+  /** signs a token for the grant and records its jti; `expiresAt` defaults to the grant's */
+  readonly issueToken: (
+    grant: GrantRecord,
+    extra?: { readonly expiresAt?: Date; readonly bdg?: number; readonly parentAgt?: string; readonly parentGrnt?: string }
+  ) => Effect.Effect<IssuedToken>
+  /** the developer's grant, or undefined (another developer's grant is never visible) */
+  readonly find: (developerId: string, grantId: string) => Effect.Effect<GrantRecord | undefined>
+  /**
+   * Revokes the grant and every delegated descendant in one transaction, emitting grant.revoked
+   * for each. Returns the revoked ids (root first), or undefined when the grant is not the developer's.
+   */
+  readonly revoke: (developerId: string, grantId: string) => Effect.Effect<ReadonlyArray<string> | undefined>
+  /** online check of verified token claims: grant active and unexpired, token not revoked */
+  readonly tokenStatus: (claims: GrantTokenClaims) => Effect.Effect<TokenStatus>
+  /** revokes one token by jti (the developer's own); false when unknown */
+  readonly revokeToken: (developerId: string, jti: string) => Effect.Effect<boolean>
+}
+
+export class Grants extends Context.Tag("agent-auth/Grants")<Grants, GrantsService>() {}
+
+const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
+  revoked_at, parent_grant_id, delegation_depth, created_at`
+
+export const GrantsServiceLive = Layer.effect(
+  Grants,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const keys = yield* Keys
+    const events = yield* Events
+    const config = yield* Config
+    const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
+
+    const create = (input: CreateGrantInput) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const at = new Date(ms)
+        const id = newId("grnt", ms)
+        const rows = yield* sql.unsafe<GrantRecord>(
+          `INSERT INTO grants (id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
+             parent_grant_id, delegation_depth, created_at)
+           VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $7)
+           RETURNING ${GRANT_COLUMNS}`,
+          [id, input.developerId, input.agentId, input.principalId, [...input.scopes] as any, input.audience ?? null, at,
+            input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0]
+        )
+        const grant = rows[0]!
+        if (input.emitEvent !== false) {
+          yield* events.emit(input.developerId, "grant.created", {
+            grantId: grant.id,
+            agentId: grant.agentId,
+            principalId: grant.principalId,
+            scopes: [...grant.scopes],
+            expiresAt: grant.expiresAt.toISOString()
+          })
+        }
+        return grant
+      })).pipe(Effect.orDie)
+
+    const issueToken: GrantsService["issueToken"] = (grant, extra = {}) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const jti = newId("tok", ms)
+        const expiresAt = extra.expiresAt ?? grant.expiresAt
+        const grantToken = yield* keys.sign({
+          sub: grant.principalId,
+          agt: agentDid(grant.agentId),
+          dev: grant.developerId,
+          scp: [...grant.scopes],
+          jti,
+          grnt: grant.id,
+          iat: Math.floor(ms / 1000),
+          exp: Math.floor(expiresAt.getTime() / 1000),
+          ...(grant.audience ? { aud: grant.audience } : {}),
+          ...(extra.parentAgt ? { parentAgt: extra.parentAgt } : {}),
+          ...(extra.parentGrnt ? { parentGrnt: extra.parentGrnt, delegationDepth: grant.delegationDepth } : {}),
+          ...(extra.bdg !== undefined ? { bdg: extra.bdg } : {})
+        })
+        yield* sql`INSERT INTO grant_tokens (jti, grant_id, developer_id, issued_at, expires_at)
+                   VALUES (${jti}, ${grant.id}, ${grant.developerId}, ${new Date(ms)}, ${expiresAt})`
+        return { grantToken, jti, expiresAt: new Date(Math.floor(expiresAt.getTime() / 1000) * 1000) }
+      }).pipe(Effect.orDie)
+
+    const find = (developerId: string, grantId: string) =>
+      sql.unsafe<GrantRecord>(`SELECT ${GRANT_COLUMNS} FROM grants WHERE id = $1 AND developer_id = $2`, [grantId, developerId]).pipe(
+        Effect.map((rows) => rows[0]),
+        Effect.orDie
+      )
+
+    const revoke = (developerId: string, grantId: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const at = new Date(ms)
+        // Lock the whole tree (root and every descendant) before changing it.
+        const tree = yield* sql<{ id: string; parentGrantId: string | null; status: string }>`
+          WITH RECURSIVE tree AS (
+            SELECT id, parent_grant_id, status FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}
+            UNION ALL
+            SELECT g.id, g.parent_grant_id, g.status FROM grants g JOIN tree t ON g.parent_grant_id = t.id
+          )
+          SELECT id, parent_grant_id, status FROM tree`
+        if (tree.length === 0) return undefined
+        const ids = tree.map((g) => g.id)
+        yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} FOR UPDATE`
+        const newlyRevoked = tree.filter((g) => g.status === "active").map((g) => g.id)
+        if (newlyRevoked.length > 0) {
+          yield* sql`UPDATE grants SET status = 'revoked', revoked_at = ${at} WHERE id IN ${sql.in(newlyRevoked)}`
+          yield* sql`UPDATE grant_tokens SET revoked_at = ${at} WHERE grant_id IN ${sql.in(newlyRevoked)} AND revoked_at IS NULL`
+          const hasChildren = new Set(tree.map((g) => g.parentGrantId).filter((p): p is string => p !== null))
+          for (const id of newlyRevoked) {
+            yield* events.emit(developerId, "grant.revoked", { grantId: id, cascade: hasChildren.has(id) })
+          }
+        }
+        return ids
+      })).pipe(Effect.orDie)
+
+    const tokenStatus = (claims: GrantTokenClaims) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        if (claims.exp * 1000 <= ms) return "expired" as const
+        const rows = yield* sql<{ status: string; expiresAt: Date; revokedAt: Date | null; developerId: string }>`
+          SELECT g.status, g.expires_at, t.revoked_at, g.developer_id
+          FROM grants g LEFT JOIN grant_tokens t ON t.jti = ${claims.jti}
+          WHERE g.id = ${claims.grnt}`
+        const row = rows[0]
+        if (row === undefined || row.developerId !== claims.dev) return "unknown" as const
+        if (row.status !== "active" || row.revokedAt !== null) return "revoked" as const
+        if (row.expiresAt.getTime() <= ms) return "expired" as const
+        return "active" as const
+      }).pipe(Effect.orDie)
+
+    const revokeToken = (developerId: string, jti: string) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql`UPDATE grant_tokens SET revoked_at = COALESCE(revoked_at, ${new Date(ms)})
+                                WHERE jti = ${jti} AND developer_id = ${developerId} RETURNING jti`
+        return rows.length > 0
+      }).pipe(Effect.orDie)
+
+    return { agentDid, create, issueToken, find, revoke, tokenStatus, revokeToken }
+  })
+)
+
+
+export const GrantsLive = GrantsServiceLive

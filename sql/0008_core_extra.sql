@@ -1,0 +1,2 @@
+-- reserved for its capability; replaced when it lands
+SELECT 1;

@@ -40,6 +40,14 @@ const config = (env: Record<string, string | undefined>): AppConfig => {
   }
 }
 
+/** Commands that only touch the database need neither Redis nor the signing key. */
+const databaseOnly = (env: Record<string, string | undefined>) => ({
+  ...env,
+  REDIS_URL: env.REDIS_URL || "memory://",
+  AUTO_GENERATE_KEYS: env.RSA_PRIVATE_KEY ? env.AUTO_GENERATE_KEYS : "true",
+  NODE_ENV: env.NODE_ENV === "production" && !env.RSA_PRIVATE_KEY ? "" : env.NODE_ENV
+})
+
 const serve = async (cfg: AppConfig) => {
   let server
   try {
@@ -89,7 +97,7 @@ const main = async (argv: ReadonlyArray<string>) => {
         ...process.env
       }))
     case "migrate": {
-      const cfg = config(process.env)
+      const cfg = config(databaseOnly(process.env))
       try {
         const applied = await withDatabase(cfg, runMigrations)
         process.stdout.write(`applied ${applied.length} migration(s)${applied.map(([id, name]) => `\n  ${id}_${name}`).join("")}\n`)
@@ -108,7 +116,7 @@ const main = async (argv: ReadonlyArray<string>) => {
     default: {
       const operator = operatorCommands[`${command} ${rest[0] ?? ""}`]
       if (operator === undefined) return fail(`unknown command "${argv.join(" ")}"; see agent-auth --help`)
-      const cfg = config(process.env)
+      const cfg = config(databaseOnly(process.env))
       try {
         const message = await withDatabase(cfg, operator(rest.slice(1), cfg))
         process.stdout.write(`${message}\n`)

@@ -1,0 +1,18 @@
+/**
+ * Builds the single executable `dist/agent-auth` with `bun build --compile`: the service, its
+ * migrations (imported as text) and PGlite's wasm/data (imported as files) in one file that runs
+ * on a machine with neither Node nor Bun.
+ */
+import { $ } from "bun"
+import { mkdirSync } from "node:fs"
+
+mkdirSync("dist", { recursive: true })
+const entrypoints = ["src/main.ts"]
+// Worker entry points must be named so the compiler embeds them.
+for (const extra of ["src/offline-sync/verifyWorker.ts"]) {
+  if (await Bun.file(extra).exists()) entrypoints.push(extra)
+}
+const started = performance.now()
+await $`${process.execPath} build --compile --minify-syntax --minify-whitespace --sourcemap=none --target=bun ${entrypoints} --outfile dist/agent-auth`
+const size = Bun.file("dist/agent-auth").size
+console.log(`dist/agent-auth: ${(size / 1024 / 1024).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s`)

@@ -53,6 +53,8 @@ export interface AppOptions {
   readonly extra?: Layer.Layer<never>
   /** run the scheduled fibers (webhook delivery, breach deadlines) */
   readonly workers?: boolean
+  /** benchmarks only: serve without the rate-limit gate, to measure what it costs */
+  readonly rateLimit?: boolean
 }
 
 const loggerLayer = (level: AppConfig["logLevel"]) =>
@@ -140,7 +142,7 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const runtime = ManagedRuntime.make(layer as Layer.Layer<any, unknown>)
   const rt = await runtime.runtime()
   const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
-  const gate = makeGate(Api)
+  const gate = options.rateLimit === false ? (inner: any) => inner : makeGate(Api)
   const handler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
   return {
     handler,

@@ -105,6 +105,8 @@ const makeRedisStore = (url: string, prefix: string) =>
         connectTimeout: 1000,
         maxRetriesPerRequest: 0,
         lazyConnect: false,
+        // concurrent requests share one write to Redis instead of one syscall each
+        enableAutoPipelining: true,
         // keep reconnecting: limiting resumes by itself when Redis comes back
         retryStrategy: (times) => Math.min(50 * times, 1000)
       })

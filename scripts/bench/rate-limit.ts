@@ -1,0 +1,75 @@
+/**
+ * Issue 3: what the rate-limit gate costs. Requests/second of an API-key route (GET /v1/me) with
+ * the gate on versus the same service without it, in one run. Target: under 10% throughput lost.
+ * The gate makes exactly one counter-store round trip per request (one EVALSHA of the Lua script,
+ * whatever the number of windows); with Redis that is counted from INFO commandstats.
+ */
+import Redis from "ioredis"
+import { load, type LoadResult, row, startBenchServer } from "./support.ts"
+
+export async function run() {
+  const results: Record<string, unknown> = {}
+  // Both services run side by side and take turns in short rounds, so background load on the
+  // machine falls on both alike.
+  const start = async (rateLimit: boolean) => {
+    const server = await startBenchServer({}, { rateLimit })
+    const signup = await fetch(`${server.url}/v1/signup`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "bench" })
+    }).then((r) => r.json() as Promise<{ apiKey: string }>)
+    const headers = { authorization: `Bearer ${signup.apiKey}` }
+    const send = () => fetch(`${server.url}/v1/me`, { headers }).then(async (r) => (await r.arrayBuffer(), r.ok))
+    return { server, send }
+  }
+  const withGate = await start(true)
+  const withoutGate = await start(false)
+  const rounds = { on: [] as Array<LoadResult>, off: [] as Array<LoadResult> }
+  try {
+    for (let i = 0; i < 4; i++) {
+      rounds.off.push(await load(withoutGate.send, { seconds: 1.5, concurrency: 16, warmupSeconds: 0.2 }))
+      rounds.on.push(await load(withGate.send, { seconds: 1.5, concurrency: 16, warmupSeconds: 0.2 }))
+    }
+  } finally {
+    await withGate.server.stop()
+    await withoutGate.server.stop()
+  }
+  const combine = (rs: Array<LoadResult>) => ({
+    perSecond: Math.round(rs.reduce((a, r) => a + r.perSecond, 0) / rs.length),
+    p50Ms: Number((rs.reduce((a, r) => a + r.p50Ms, 0) / rs.length).toFixed(2)),
+    p99Ms: Number((rs.reduce((a, r) => a + r.p99Ms, 0) / rs.length).toFixed(2))
+  })
+  const on = combine(rounds.on)
+  const off = combine(rounds.off)
+  const cost = 1 - on.perSecond / off.perSecond
+  row("GET /v1/me req/s, limiter on", on.perSecond, off.perSecond, cost < 0.1 ? "PASS (<10% cost)" : `FAIL (${(cost * 100).toFixed(1)}% cost)`)
+  row("  p50 / p99 ms (on)", `${on.p50Ms} / ${on.p99Ms}`, `${off.p50Ms} / ${off.p99Ms}`)
+  results.limiterOnPerSecond = on.perSecond
+  results.limiterOffPerSecond = off.perSecond
+  results.limiterCostPercent = Number((cost * 100).toFixed(1))
+
+  if (process.env.TEST_REDIS_URL) {
+    const redis = new Redis(process.env.TEST_REDIS_URL)
+    const calls = async () => {
+      const info = await redis.info("commandstats")
+      const m = /cmdstat_evalsha:calls=(\d+)/.exec(info)
+      const e = /cmdstat_eval:calls=(\d+)/.exec(info)
+      return Number(m?.[1] ?? 0) + Number(e?.[1] ?? 0)
+    }
+    const server = await startBenchServer()
+    try {
+      const signup = await fetch(`${server.url}/v1/signup`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "rt" }) }).then((r) => r.json() as Promise<{ apiKey: string }>)
+      const before = await calls()
+      for (let i = 0; i < 100; i++) await fetch(`${server.url}/v1/me`, { headers: { authorization: `Bearer ${signup.apiKey}` } }).then((r) => r.arrayBuffer())
+      const perRequest = ((await calls()) - before) / 100
+      row("Redis script calls per limited request", perRequest, 1, perRequest === 1 ? "PASS" : "FAIL")
+      results.redisRoundTripsPerRequest = perRequest
+    } finally {
+      await server.stop()
+      redis.disconnect()
+    }
+  }
+  return results
+}
+
+if (import.meta.main) await run()

@@ -1,0 +1,96 @@
+/**
+ * Shared benchmark plumbing: start the service (real PostgreSQL/Redis when TEST_DATABASE_URL /
+ * TEST_REDIS_URL are set, embedded otherwise) with limits lifted by RATE_LIMIT_SCALE, and drive it
+ * with a fixed number of concurrent in-flight requests for a fixed time.
+ */
+import { loadConfig } from "../../src/Config.ts"
+import { generateRsaPrivateKeyPem } from "../../src/platform/Keys.ts"
+import { type AppOptions, startServer } from "../../src/Server.ts"
+import { createDatabase } from "../../test/support/app.ts"
+
+let key: string | undefined
+
+export const startBenchServer = async (env: Record<string, string> = {}, options: AppOptions = {}) => {
+  const db = await createDatabase()
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    REDIS_URL: process.env.TEST_REDIS_URL ?? "memory://",
+    RSA_PRIVATE_KEY: (key ??= generateRsaPrivateKeyPem()),
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "none",
+    RATE_LIMIT_SCALE: "100000",
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
+    REDIS_KEY_PREFIX: `bench_${Math.random().toString(36).slice(2, 8)}:`,
+    ...env
+  })
+  const server = await startServer(config, { workers: false, ...options })
+  return {
+    ...server,
+    config,
+    stop: async () => {
+      await server.stop()
+      await db.drop()
+    }
+  }
+}
+
+export interface LoadResult {
+  readonly requests: number
+  readonly perSecond: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly errors: number
+}
+
+export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+
+/** Runs `send` with `concurrency` requests in flight for `seconds`; `send` resolves to ok or not. */
+export const load = async (
+  send: () => Promise<boolean>,
+  options: { seconds?: number; concurrency?: number; warmupSeconds?: number } = {}
+): Promise<LoadResult> => {
+  const seconds = options.seconds ?? 4
+  const concurrency = options.concurrency ?? 16
+  const warmupUntil = performance.now() + (options.warmupSeconds ?? 0.5) * 1000
+  while (performance.now() < warmupUntil) await Promise.all(Array.from({ length: concurrency }, send))
+  const latencies: Array<number> = []
+  let errors = 0
+  const started = performance.now()
+  const until = started + seconds * 1000
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        const t = performance.now()
+        const ok = await send().catch(() => false)
+        latencies.push(performance.now() - t)
+        if (!ok) errors++
+      }
+    })
+  )
+  const elapsed = (performance.now() - started) / 1000
+  latencies.sort((a, b) => a - b)
+  return {
+    requests: latencies.length,
+    perSecond: Math.round(latencies.length / elapsed),
+    p50Ms: Number(percentile(latencies, 50).toFixed(2)),
+    p99Ms: Number(percentile(latencies, 99).toFixed(2)),
+    errors
+  }
+}
+
+/** Times a synchronous or async operation repeated for `seconds`; operations per second. */
+export const opsPerSecond = async (op: () => unknown, seconds = 2): Promise<number> => {
+  const until = performance.now() + seconds * 1000
+  let n = 0
+  const started = performance.now()
+  while (performance.now() < until) {
+    await op()
+    n++
+  }
+  return Math.round(n / ((performance.now() - started) / 1000))
+}
+
+export const row = (name: string, value: string | number, floor?: string | number, verdict?: string) =>
+  console.log(`${name.padEnd(52)} ${String(value).padStart(12)}${floor === undefined ? "" : `   floor ${String(floor).padStart(10)}`}${verdict ? `   ${verdict}` : ""}`)

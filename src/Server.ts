@@ -36,7 +36,7 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { EventsLive } from "./platform/Events.ts"
-import { envelope } from "./platform/HttpEnvelope.ts"
+import { databaseUnavailableAs503, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
@@ -111,7 +111,10 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysHttp,
     WebhooksHttp
   ).pipe(Layer.provide(AuthenticationLive))
-  const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(Handlers))
+  const ApiLive = HttpApiBuilder.api(Api).pipe(
+    Layer.provide(Handlers),
+    Layer.provide(HttpApiBuilder.middleware(databaseUnavailableAs503 as any))
+  )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
     : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
@@ -156,7 +159,7 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
   const server = Bun.serve({
     port: config.port,
     hostname: config.host,
-    maxRequestBodySize: 8 * 1024 * 1024,
+    maxRequestBodySize: 16 * 1024 * 1024,
     fetch: (request, srv) => {
       const peer = srv.requestIP(request)?.address
       return handler(request, peer === undefined ? undefined : (Context.make(PeerAddress, peer) as any))

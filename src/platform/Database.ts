@@ -12,7 +12,7 @@ import { Config } from "../Config.ts"
 const clientOptions = {
   transformResultNames: Str.snakeToCamel,
   transformJson: false,
-  connectTimeout: "5 seconds",
+  connectTimeout: "3 seconds",
   // pg returns int8 and numeric as strings; we convert explicitly where needed.
 } as const
 

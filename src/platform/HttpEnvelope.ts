@@ -92,6 +92,9 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
 
 /** Maps a failure or defect that escaped the API to a response without internals. */
 const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: string) => {
+  if (isDatabaseUnavailable(cause)) {
+    return errorResponse(503, "DATABASE_UNAVAILABLE", "Database unavailable; try again shortly", requestId)
+  }
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const e = failure.value as { _tag?: string; reason?: string }
@@ -102,6 +105,38 @@ const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: 
   }
   return errorResponse(500, "INTERNAL_ERROR", "Internal error", requestId)
 }
+
+/** Bodies above these sizes are refused with 413 before they are read. */
+export const MAX_BODY_BYTES = 1024 * 1024
+export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
+const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
+
+/** Connection-level database failures (server away, restarting, pool timeout) as opposed to bugs. */
+export const isDatabaseUnavailable = (cause: Cause.Cause<unknown>): boolean => {
+  for (const defect of [...Cause.defects(cause), ...Cause.failures(cause)]) {
+    const e = defect as { _tag?: string; cause?: any; message?: string }
+    if (e?._tag !== "SqlError") continue
+    const inner = e.cause ?? {}
+    const code = String(inner.code ?? "")
+    const message = String(inner.message ?? e.message ?? "")
+    if (/^(08|57P0|53300)/.test(code) || /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH)$/.test(code)) return true
+    if (/connection|terminat|timeout|ECONN|closed/i.test(message)) return true
+  }
+  return false
+}
+
+/**
+ * Inside the API (before the platform turns a defect into a bare 500): a database that is away
+ * answers 503 DATABASE_UNAVAILABLE, so clients know to retry.
+ */
+export const databaseUnavailableAs503 = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.catchAllCause(app, (cause) =>
+    isDatabaseUnavailable(cause)
+      ? Effect.as(
+        Effect.logWarning("database unavailable"),
+        HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
+      )
+      : Effect.failCause(cause))
 
 /**
  * The platform sends a response from inside the app (before a middleware sees its result), so
@@ -116,6 +151,11 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const url = request.url
     const q = url.indexOf("?")
     const path = q === -1 ? url : url.slice(0, q)
+    // Oversized bodies are refused before anything reads them.
+    const length = Number(request.headers["content-length"] ?? 0)
+    if (length > maxBodyBytes(path)) {
+      return errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
+    }
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response

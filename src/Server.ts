@@ -36,7 +36,7 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { EventsLive } from "./platform/Events.ts"
-import { databaseUnavailableAs503, envelope } from "./platform/HttpEnvelope.ts"
+import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
@@ -113,7 +113,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
-    Layer.provide(HttpApiBuilder.middleware(databaseUnavailableAs503 as any))
+    Layer.provide(HttpApiBuilder.middleware(databaseErrorsAsResponses as any))
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty

@@ -125,18 +125,35 @@ export const isDatabaseUnavailable = (cause: Cause.Cause<unknown>): boolean => {
   return false
 }
 
+/** PostgreSQL "data exception" (class 22): input the database cannot hold, e.g. NUL in text. */
+export const isDataException = (cause: Cause.Cause<unknown>): boolean =>
+  [...Cause.defects(cause), ...Cause.failures(cause)].some((d) => {
+    const e = d as { _tag?: string; cause?: { code?: unknown } }
+    return e?._tag === "SqlError" && /^22/.test(String(e.cause?.code ?? ""))
+  })
+
 /**
  * Inside the API (before the platform turns a defect into a bare 500): a database that is away
- * answers 503 DATABASE_UNAVAILABLE, so clients know to retry.
+ * answers 503 DATABASE_UNAVAILABLE, so clients know to retry; a value the database cannot store
+ * (NUL bytes, out-of-range numbers) is the client's error, 400.
  */
-export const databaseUnavailableAs503 = <E, R>(app: HttpApp.Default<E, R>) =>
-  Effect.catchAllCause(app, (cause) =>
-    isDatabaseUnavailable(cause)
-      ? Effect.as(
+export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.catchAllCause(app, (cause) => {
+    if (isDatabaseUnavailable(cause)) {
+      return Effect.as(
         Effect.logWarning("database unavailable"),
         HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
       )
-      : Effect.failCause(cause))
+    }
+    if (isDataException(cause)) {
+      return Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+        HttpServerResponse.unsafeJson({
+          code: validationCode(request.url.split("?")[0]!),
+          message: "A value in the request cannot be stored (for example a NUL character or an out-of-range number)"
+        }, { status: 400 }))
+    }
+    return Effect.failCause(cause)
+  })
 
 /**
  * The platform sends a response from inside the app (before a middleware sees its result), so

@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AppConfig } from "./Config.ts"
+import { rekeyCommand } from "./vault/Rekey.ts"
 
 export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
 
@@ -22,5 +23,6 @@ const setPlan: OperatorCommand = ([developerId, plan]) =>
   })
 
 export const operatorCommands: Record<string, OperatorCommand> = {
-  "developers set-plan": setPlan
+  "developers set-plan": setPlan,
+  "vault rekey": rekeyCommand
 }

@@ -1,4 +1,426 @@
-import { Layer } from "effect"
+/**
+ * The credential vault: store (upsert per developer, principal and service), list, get, delete, and
+ * the grant-token exchange that returns a decrypted upstream access token (interface: Credential
+ * vault; decisions §9). Tokens and secrets never leave this module except in the exchange answer,
+ * and are never logged.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Deferred, Effect, FiberId, Layer } from "effect"
+import { isIP } from "node:net"
+import { Config } from "../Config.ts"
+import { Grants, GrantsLive } from "../grants/Service.ts"
+import { AuditChain } from "../platform/AuditChain.ts"
+import { BadGateway, BadRequest, err, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import { newId } from "../platform/Ids.ts"
+import type { GrantTokenClaims } from "../platform/Keys.ts"
+import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { iso, nowMillis } from "../platform/Time.ts"
+import { CredentialUnreadable, type StoreCredential } from "./Api.ts"
+import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
+import { type CredentialRow, makeRepo } from "./Repo.ts"
+
+export const credentialView = (row: CredentialRow) => ({
+  id: row.id,
+  principalId: row.principalId,
+  service: row.service,
+  credentialType: row.credentialType,
+  tokenExpiresAt: iso(row.tokenExpiresAt),
+  metadata: row.metadata ?? {},
+  hasRefreshToken: row.hasRefreshToken,
+  tokenEndpoint: row.tokenEndpoint,
+  refreshedAt: iso(row.refreshedAt),
+  createdAt: iso(row.createdAt)!,
+  updatedAt: iso(row.updatedAt)!
+})
+export type CredentialView = ReturnType<typeof credentialView>
+
+export interface VaultCredentialOut {
+  readonly accessToken: string
+  readonly service: string
+  readonly credentialType: string
+  readonly tokenExpiresAt: string | null
+  readonly metadata: Record<string, unknown>
+}
+
+/** Interface rule 2: the accepted credential scopes for a service, exactly. */
+export const scopeAllows = (scopes: ReadonlyArray<string>, service: string): boolean => {
+  for (const s of scopes) {
+    if (
+      s === "*" || s === "vault:credentials:exchange" ||
+      s === `${service}:*` || s === `${service}:read` || s === `${service}:credentials:read` ||
+      s === `vault:${service}:*` || s === `vault:${service}:read`
+    ) return true
+  }
+  return false
+}
+
+/** The `service` of an exchange body, read leniently: undefined when missing, empty or not a string. */
+export const exchangeService = (rawBody: string): string | undefined => {
+  try {
+    const body = JSON.parse(rawBody)
+    const service = body !== null && typeof body === "object" && !Array.isArray(body) ? body.service : undefined
+    return typeof service === "string" && service.trim() !== "" && service.length <= 256 ? service : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const agentIdOf = (agt: string | undefined) => {
+  if (typeof agt !== "string") return null
+  const parts = agt.split(":")
+  return parts.length >= 3 && parts[0] === "did" ? parts.slice(2).join(":") : null
+}
+
+const sealContext = (row: { id: string; developerId: string; principalId: string; service: string }): SealContext => ({
+  id: row.id,
+  developerId: row.developerId,
+  principalId: row.principalId,
+  service: row.service
+})
+
+const PRIVATE_V4 = [/^10\./, /^127\./, /^169\.254\./, /^192\.168\./, /^172\.(1[6-9]|2\d|3[01])\./, /^0\./, /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./]
+const isPrivateHost = (host: string) => {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase()
+  if (h === "localhost" || h.endsWith(".localhost") || h.endsWith(".internal") || h.endsWith(".local")) return true
+  const family = isIP(h)
+  if (family === 4) return PRIVATE_V4.some((r) => r.test(h))
+  if (family === 6) return h === "::1" || h === "::" || h.startsWith("fc") || h.startsWith("fd") || h.startsWith("fe80") || h.startsWith("::ffff:")
+  return false
+}
+
+/** The upstream token endpoint: https (http and private hosts only with WEBHOOK_ALLOW_PRIVATE_HOSTS). */
+const checkTokenEndpoint = (raw: string, allowPrivate: boolean): string | BadRequest => {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return err.badRequest("BAD_REQUEST", "tokenEndpoint must be an absolute URL", [{ path: "tokenEndpoint", message: "must be an absolute URL" }])
+  }
+  if (url.username !== "" || url.password !== "") {
+    return err.badRequest("BAD_REQUEST", "tokenEndpoint must not carry credentials", [{ path: "tokenEndpoint", message: "must not carry credentials" }])
+  }
+  if (!(url.protocol === "https:" || (allowPrivate && url.protocol === "http:"))) {
+    return err.badRequest("BAD_REQUEST", "tokenEndpoint must use https", [{ path: "tokenEndpoint", message: "must use https" }])
+  }
+  if (!allowPrivate && isPrivateHost(url.hostname)) {
+    return err.badRequest("BAD_REQUEST", "tokenEndpoint must be a public host", [{ path: "tokenEndpoint", message: "must be a public host" }])
+  }
+  return url.toString()
+}
+
+export const REFRESH_TIMEOUT_MS = 10_000
+
+interface RefreshAnswer {
+  readonly accessToken: string
+  readonly refreshToken: string | undefined
+  readonly expiresIn: number | undefined
+}
+
+/**
+ * OAuth 2.0 refresh_token grant (RFC 6749 §6): form POST, client authentication with HTTP Basic
+ * when a secret is stored (client_id in the body when only an id is). The failure reason names the
+ * status and the OAuth `error` code only, never a body that might echo a secret.
+ */
+const callTokenEndpoint = (endpoint: string, secrets: Secrets): Effect.Effect<RefreshAnswer, BadGateway> =>
+  Effect.tryPromise({
+    try: async (signal) => {
+      const form = new URLSearchParams({ grant_type: "refresh_token", refresh_token: secrets.refreshToken ?? "" })
+      const headers: Record<string, string> = {
+        "content-type": "application/x-www-form-urlencoded",
+        accept: "application/json"
+      }
+      if (secrets.clientId && secrets.clientSecret) {
+        const enc = (s: string) => encodeURIComponent(s)
+        headers.authorization = `Basic ${Buffer.from(`${enc(secrets.clientId)}:${enc(secrets.clientSecret)}`).toString("base64")}`
+      } else if (secrets.clientId) {
+        form.set("client_id", secrets.clientId)
+      }
+      const response = await fetch(endpoint, {
+        method: "POST",
+        headers,
+        body: form.toString(),
+        redirect: "error",
+        signal: AbortSignal.any([signal, AbortSignal.timeout(REFRESH_TIMEOUT_MS)])
+      })
+      const text = await response.text()
+      let body: any
+      try {
+        body = JSON.parse(text)
+      } catch {
+        body = undefined
+      }
+      if (!response.ok) {
+        const code = typeof body?.error === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(body.error) ? ` ${body.error}` : ""
+        throw new RefreshFailure(`upstream answered HTTP ${response.status}${code}`)
+      }
+      if (typeof body?.access_token !== "string" || body.access_token === "") {
+        throw new RefreshFailure("upstream answer has no access_token")
+      }
+      const expiresIn = typeof body.expires_in === "number" ? body.expires_in
+        : typeof body.expires_in === "string" && /^\d+$/.test(body.expires_in) ? Number(body.expires_in)
+        : undefined
+      return {
+        accessToken: body.access_token as string,
+        refreshToken: typeof body.refresh_token === "string" && body.refresh_token !== "" ? body.refresh_token : undefined,
+        expiresIn: expiresIn !== undefined && Number.isFinite(expiresIn) && expiresIn >= 0 ? expiresIn : undefined
+      }
+    },
+    catch: (e) => {
+      const reason = e instanceof RefreshFailure
+        ? e.message
+        : (e as { name?: string })?.name === "TimeoutError"
+        ? `upstream did not answer within ${REFRESH_TIMEOUT_MS / 1000} s`
+        : "upstream could not be reached"
+      return err.badGateway("UPSTREAM_REFRESH_FAILED", `Refreshing the upstream access token failed: ${reason}`)
+    }
+  })
+
+class RefreshFailure extends Error {}
+
+export interface VaultService {
+  readonly store: (developerId: string, input: StoreCredential) => Effect.Effect<CredentialView, BadRequest>
+  readonly list: (
+    developerId: string,
+    query: { principalId?: string; service?: string; cursor?: string; limit?: string }
+  ) => Effect.Effect<{ credentials: Array<CredentialView>; nextCursor: string | null }, BadRequest>
+  readonly get: (developerId: string, id: string) => Effect.Effect<CredentialView, NotFound>
+  readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** the exchange, given the claims the gate verified and the raw request body */
+  readonly exchange: (
+    claims: GrantTokenClaims | undefined,
+    rawBody: string
+  ) => Effect.Effect<VaultCredentialOut, Unauthorized | BadRequest | Forbidden | NotFound | BadGateway | CredentialUnreadable>
+}
+
+export class Vault extends Context.Tag("agent-auth/Vault")<Vault, VaultService>() {}
+
+const notFound = () => err.notFound("NOT_FOUND", "Credential not found")
+
+export const VaultServiceLive = Layer.effect(
+  Vault,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const ring: Keyring = yield* VaultKeys
+    const grants = yield* Grants
+    const events = yield* Events
+    const audit = yield* AuditChain
+    const repo = makeRepo(sql)
+
+    const store: VaultService["store"] = (developerId, input) =>
+      Effect.gen(function*() {
+        let tokenEndpoint: string | null = null
+        if (input.tokenEndpoint !== undefined && input.tokenEndpoint !== null) {
+          const checked = checkTokenEndpoint(input.tokenEndpoint, config.webhooks.allowPrivateHosts)
+          if (typeof checked !== "string") return yield* Effect.fail(checked)
+          tokenEndpoint = checked
+        }
+        if (input.clientSecret && !input.clientId) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "clientSecret needs clientId", [{ path: "clientId", message: "is required with clientSecret" }]))
+        }
+        const secrets: Secrets = {
+          accessToken: input.accessToken,
+          refreshToken: input.refreshToken ?? null,
+          clientId: input.clientId ?? null,
+          clientSecret: input.clientSecret ?? null
+        }
+        const fields = (id: string) => ({
+          credentialType: input.credentialType ?? "oauth2",
+          tokenExpiresAt: input.tokenExpiresAt ? new Date(input.tokenExpiresAt) : null,
+          metadata: input.metadata ?? {},
+          tokenEndpoint,
+          hasRefreshToken: !!input.refreshToken,
+          sealed: sealSecrets(ring, { id, developerId, principalId: input.principalId, service: input.service }, secrets)
+        })
+        const row = yield* sql.withTransaction(Effect.gen(function*() {
+          // Upsert keeping the row's id (the ciphertext is bound to it): lock the existing row, or
+          // insert; a concurrent insert of the same triple makes us retry as an update.
+          for (let attempt = 0; attempt < 5; attempt++) {
+            const ms = yield* nowMillis
+            const at = new Date(ms)
+            const existing = yield* repo.findByTriple(developerId, input.principalId, input.service, true)
+            if (existing !== undefined) return (yield* repo.replace(existing.id, at, fields(existing.id)))!
+            const id = newId("vcred", ms)
+            const inserted = yield* repo.insert({ id, developerId, principalId: input.principalId, service: input.service, at, ...fields(id) })
+            if (inserted !== undefined) return inserted
+          }
+          return yield* Effect.dieMessage("vault upsert did not settle")
+        })).pipe(Effect.orDie)
+        yield* Effect.logDebug("vault credential stored").pipe(
+          Effect.annotateLogs({ credentialId: row.id, developerId, service: row.service })
+        )
+        return credentialView(row)
+      })
+
+    const list: VaultService["list"] = (developerId, query) =>
+      Effect.gen(function*() {
+        const limit = pageLimit(query.limit)
+        if (limit === undefined) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100", [{ path: "limit", message: "must be an integer from 1 to 100" }]))
+        }
+        const after = decodeCursor(query.cursor)
+        if (after === null) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is malformed", [{ path: "cursor", message: "is malformed" }]))
+        }
+        const rows = yield* repo.list(
+          developerId,
+          { principalId: query.principalId || undefined, service: query.service || undefined },
+          after,
+          limit + 1
+        ).pipe(Effect.orDie)
+        const { page, nextCursor } = toPage(rows, limit)
+        return { credentials: page.map(credentialView), nextCursor }
+      })
+
+    const get: VaultService["get"] = (developerId, id) =>
+      Effect.flatMap(repo.get(developerId, id).pipe(Effect.orDie), (row) =>
+        row === undefined ? Effect.fail(notFound()) : Effect.succeed(credentialView(row)))
+
+    const remove: VaultService["remove"] = (developerId, id) =>
+      Effect.flatMap(repo.remove(developerId, id).pipe(Effect.orDie), (deleted) =>
+        deleted
+          ? Effect.logDebug("vault credential deleted").pipe(Effect.annotateLogs({ credentialId: id, developerId }))
+          : Effect.fail(notFound()))
+
+    const unreadable = (row: CredentialRow, reason: string) =>
+      Effect.logError("vault credential cannot be decrypted").pipe(
+        Effect.annotateLogs({ credentialId: row.id, developerId: row.developerId, keyId: row.keyId, reason }),
+        Effect.zipRight(Effect.fail(new CredentialUnreadable({
+          code: "CREDENTIAL_UNREADABLE",
+          message: "The stored credential cannot be decrypted; store it again"
+        })))
+      )
+
+    const decrypt = (row: CredentialRow) =>
+      openSecrets(ring, sealContext(row), row).pipe(Effect.catchTag("VaultDecryptError", (e) => unreadable(row, e.reason)))
+
+    const isExpired = (row: CredentialRow, ms: number) => row.tokenExpiresAt !== null && row.tokenExpiresAt.getTime() <= ms
+    const isRefreshable = (row: CredentialRow) => row.hasRefreshToken && row.tokenEndpoint !== null
+
+    /**
+     * Refreshes under the row lock, re-checking expiry once the lock is held, so concurrent
+     * exchanges (on any number of instances) cause one upstream call; a failure rolls back and
+     * keeps the old row.
+     */
+    const refreshLocked = (developerId: string, id: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const row = yield* repo.get(developerId, id, true).pipe(Effect.orDie)
+        if (row === undefined) return yield* Effect.fail(notFound())
+        const secrets = yield* decrypt(row)
+        const ms = yield* nowMillis
+        if (!isExpired(row, ms) || !isRefreshable(row)) return { row, secrets, refreshed: false }
+        const answer = yield* callTokenEndpoint(row.tokenEndpoint!, secrets).pipe(
+          Effect.tapError((e) =>
+            Effect.logWarning("vault upstream refresh failed").pipe(
+              Effect.annotateLogs({ credentialId: row.id, developerId, service: row.service, reason: e.message })
+            ))
+        )
+        const after = yield* nowMillis
+        const fresh: Secrets = { ...secrets, accessToken: answer.accessToken, refreshToken: answer.refreshToken ?? secrets.refreshToken }
+        const expiresAt = answer.expiresIn === undefined ? null : new Date(after + answer.expiresIn * 1000)
+        const updated = yield* repo.refreshed(row.id, new Date(after), expiresAt, !!fresh.refreshToken, sealSecrets(ring, sealContext(row), fresh))
+          .pipe(Effect.orDie)
+        yield* Effect.logInfo("vault upstream token refreshed").pipe(
+          Effect.annotateLogs({ credentialId: row.id, developerId, service: row.service })
+        )
+        return { row: updated!, secrets: fresh, refreshed: true }
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    type RefreshResult = Effect.Effect.Success<ReturnType<typeof refreshLocked>>
+    type RefreshError = Effect.Effect.Error<ReturnType<typeof refreshLocked>>
+    /** one refresh in flight per credential on this instance; the others wait for its outcome */
+    const inflight = new Map<string, Deferred.Deferred<RefreshResult, RefreshError>>()
+    const refreshOnce = (developerId: string, id: string) =>
+      Effect.suspend(() => {
+        const pending = inflight.get(id)
+        if (pending !== undefined) return Deferred.await(pending)
+        const deferred = Deferred.unsafeMake<RefreshResult, RefreshError>(FiberId.none)
+        inflight.set(id, deferred)
+        // A daemon, so a caller that goes away does not cancel the refresh the others wait for.
+        return Effect.forkDaemon(
+          refreshLocked(developerId, id).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => Deferred.done(deferred, exit)),
+            Effect.ensuring(Effect.sync(() => inflight.delete(id)))
+          )
+        ).pipe(Effect.zipRight(Deferred.await(deferred)))
+      })
+
+    const exchange: VaultService["exchange"] = (claims, rawBody) =>
+      Effect.gen(function*() {
+        // 1. The token: the gate verified signature, iss and exp; enforce the claims, then the grant online.
+        if (
+          claims === undefined || typeof claims.sub !== "string" || claims.sub === "" || typeof claims.dev !== "string" ||
+          claims.dev === "" || !Array.isArray(claims.scp) || typeof claims.grnt !== "string" || typeof claims.jti !== "string"
+        ) {
+          return yield* Effect.fail(err.unauthorized("Grant token missing, invalid or expired"))
+        }
+        const service = exchangeService(rawBody)
+        // The online status and the row are read together; nothing is decided before both checks pass in order.
+        const [status, row] = yield* Effect.all([
+          grants.tokenStatus(claims),
+          service === undefined ? Effect.succeed(undefined) : repo.findByTriple(claims.dev, claims.sub, service).pipe(Effect.orDie)
+        ], { concurrency: 2 })
+        if (status !== "active") {
+          return yield* Effect.fail(err.unauthorized(
+            status === "revoked" ? "Grant or grant token has been revoked" : "Grant token missing, invalid or expired"
+          ))
+        }
+        // 2. The body.
+        if (service === undefined) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "service is required", [{ path: "service", message: "is required" }]))
+        }
+        // 3. The scope.
+        if (!scopeAllows(claims.scp, service)) {
+          return yield* Effect.fail(err.forbidden("FORBIDDEN", `The grant token has no credential scope for service ${JSON.stringify(service)}`))
+        }
+        // 4. The credential.
+        if (row === undefined) {
+          return yield* Effect.fail(err.notFound("NOT_FOUND", "No credential for this principal and service"))
+        }
+        // Only now is anything decrypted (or refreshed upstream).
+        const ms = yield* nowMillis
+        const { row: current, secrets, refreshed } = isExpired(row, ms) && isRefreshable(row)
+          ? yield* refreshOnce(row.developerId, row.id)
+          : { row, secrets: yield* decrypt(row), refreshed: false }
+        const agentId = agentIdOf(claims.agt)
+        const data = {
+          credentialId: current.id,
+          service: current.service,
+          principalId: current.principalId,
+          grantId: claims.grnt,
+          agentId,
+          tokenId: claims.jti,
+          refreshed
+        }
+        yield* sql.withTransaction(Effect.zipRight(
+          events.emit(claims.dev, "vault.credential.exchanged", data),
+          audit.append({
+            developerId: claims.dev,
+            action: "service.vault.credential_exchanged",
+            agentId,
+            agentDid: claims.agt ?? null,
+            grantId: claims.grnt,
+            principalId: claims.sub,
+            metadata: { credentialId: current.id, service: current.service, tokenId: claims.jti, refreshed }
+          })
+        )).pipe(Effect.orDie)
+        yield* Effect.logDebug("vault credential exchanged").pipe(
+          Effect.annotateLogs({ credentialId: current.id, developerId: claims.dev, service: current.service, grantId: claims.grnt, refreshed })
+        )
+        return {
+          accessToken: secrets.accessToken,
+          service: current.service,
+          credentialType: current.credentialType,
+          tokenExpiresAt: iso(current.tokenExpiresAt),
+          metadata: current.metadata ?? {}
+        }
+      })
+
+    return { store, list, get, remove, exchange }
+  })
+)
 
 /** The capability's services, provided to its handlers and to other capabilities. */
-export const VaultLive = Layer.empty
+export const VaultLive = VaultServiceLive.pipe(Layer.provideMerge(VaultKeysLive), Layer.provide(GrantsLive))

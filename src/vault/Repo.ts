@@ -1,0 +1,117 @@
+/** Vault rows. Every query a caller reaches is scoped by developer (another developer's row is absent). */
+import type { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { CursorPosition } from "../platform/Pagination.ts"
+import type { Sealed } from "./Crypto.ts"
+
+export interface CredentialRow {
+  readonly id: string
+  readonly developerId: string
+  readonly principalId: string
+  readonly service: string
+  readonly credentialType: string
+  readonly tokenExpiresAt: Date | null
+  readonly metadata: Record<string, unknown>
+  readonly tokenEndpoint: string | null
+  readonly hasRefreshToken: boolean
+  readonly keyId: string
+  readonly iv: string
+  readonly ciphertext: string
+  readonly refreshedAt: Date | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+const COLUMNS = `id, developer_id, principal_id, service, credential_type, token_expires_at, metadata, token_endpoint,
+  has_refresh_token, key_id, iv, ciphertext, refreshed_at, created_at, updated_at`
+
+export interface WriteFields {
+  readonly credentialType: string
+  readonly tokenExpiresAt: Date | null
+  readonly metadata: Record<string, unknown>
+  readonly tokenEndpoint: string | null
+  readonly hasRefreshToken: boolean
+  readonly sealed: Sealed
+}
+
+const normalise = (row: CredentialRow): CredentialRow =>
+  typeof row.metadata === "string" ? { ...row, metadata: JSON.parse(row.metadata) } : row
+
+export const makeRepo = (sql: SqlClient.SqlClient) => {
+  const one = (rows: ReadonlyArray<CredentialRow>) => (rows[0] === undefined ? undefined : normalise(rows[0]))
+
+  return {
+    /** the row of (developer, principal, service), optionally locked for the caller's transaction */
+    findByTriple: (developerId: string, principalId: string, service: string, lock = false) =>
+      sql.unsafe<CredentialRow>(
+        `SELECT ${COLUMNS} FROM vault_credentials WHERE developer_id = $1 AND principal_id = $2 AND service = $3${lock ? " FOR UPDATE" : ""}`,
+        [developerId, principalId, service]
+      ).pipe(Effect.map(one)),
+
+    get: (developerId: string, id: string, lock = false) =>
+      sql.unsafe<CredentialRow>(
+        `SELECT ${COLUMNS} FROM vault_credentials WHERE id = $1 AND developer_id = $2${lock ? " FOR UPDATE" : ""}`,
+        [id, developerId]
+      ).pipe(Effect.map(one)),
+
+    /** inserts unless the triple exists (then undefined: the caller updates that row instead) */
+    insert: (row: { id: string; developerId: string; principalId: string; service: string; at: Date } & WriteFields) =>
+      sql.unsafe<CredentialRow>(
+        `INSERT INTO vault_credentials (id, developer_id, principal_id, service, credential_type, token_expires_at, metadata,
+           token_endpoint, has_refresh_token, key_id, iv, ciphertext, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $13)
+         ON CONFLICT (developer_id, principal_id, service) DO NOTHING
+         RETURNING ${COLUMNS}`,
+        [row.id, row.developerId, row.principalId, row.service, row.credentialType, row.tokenExpiresAt,
+          JSON.stringify(row.metadata), row.tokenEndpoint, row.hasRefreshToken, row.sealed.keyId, row.sealed.iv,
+          row.sealed.ciphertext, row.at]
+      ).pipe(Effect.map(one)),
+
+    replace: (id: string, at: Date, fields: WriteFields) =>
+      sql.unsafe<CredentialRow>(
+        `UPDATE vault_credentials SET credential_type = $2, token_expires_at = $3, metadata = $4::jsonb, token_endpoint = $5,
+           has_refresh_token = $6, key_id = $7, iv = $8, ciphertext = $9, refreshed_at = NULL, updated_at = $10
+         WHERE id = $1 RETURNING ${COLUMNS}`,
+        [id, fields.credentialType, fields.tokenExpiresAt, JSON.stringify(fields.metadata), fields.tokenEndpoint,
+          fields.hasRefreshToken, fields.sealed.keyId, fields.sealed.iv, fields.sealed.ciphertext, at]
+      ).pipe(Effect.map(one)),
+
+    /** after an upstream refresh: new secrets and expiry */
+    refreshed: (id: string, at: Date, tokenExpiresAt: Date | null, hasRefreshToken: boolean, sealed: Sealed) =>
+      sql.unsafe<CredentialRow>(
+        `UPDATE vault_credentials SET token_expires_at = $2, has_refresh_token = $3, key_id = $4, iv = $5, ciphertext = $6,
+           refreshed_at = $7, updated_at = $7
+         WHERE id = $1 RETURNING ${COLUMNS}`,
+        [id, tokenExpiresAt, hasRefreshToken, sealed.keyId, sealed.iv, sealed.ciphertext, at]
+      ).pipe(Effect.map(one)),
+
+    list: (developerId: string, filter: { principalId?: string; service?: string }, after: CursorPosition | undefined, fetch: number) => {
+      const params: Array<unknown> = [developerId]
+      let where = "developer_id = $1"
+      if (filter.principalId !== undefined) {
+        params.push(filter.principalId)
+        where += ` AND principal_id = $${params.length}`
+      }
+      if (filter.service !== undefined) {
+        params.push(filter.service)
+        where += ` AND service = $${params.length}`
+      }
+      if (after !== undefined) {
+        params.push(after.createdAt, after.id)
+        where += ` AND (created_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`
+      }
+      params.push(fetch)
+      return sql.unsafe<CredentialRow>(
+        `SELECT ${COLUMNS} FROM vault_credentials WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+        params as any
+      ).pipe(Effect.map((rows) => rows.map(normalise)))
+    },
+
+    remove: (developerId: string, id: string) =>
+      sql`DELETE FROM vault_credentials WHERE id = ${id} AND developer_id = ${developerId} RETURNING id`.pipe(
+        Effect.map((rows) => rows.length > 0)
+      )
+  }
+}
+
+export type Repo = ReturnType<typeof makeRepo>

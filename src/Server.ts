@@ -59,7 +59,7 @@ export interface AppOptions {
 
 const loggerLayer = (level: AppConfig["logLevel"]) =>
   Layer.mergeAll(
-    Logger.replace(Logger.defaultLogger, Logger.jsonLogger),
+    Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(Logger.jsonLogger)),
     Logger.minimumLogLevel(
       level === "debug" ? LogLevel.Debug
       : level === "warn" ? LogLevel.Warning

@@ -137,6 +137,19 @@ const splitPems = (raw: string | undefined): ReadonlyArray<string> => {
   return pems
 }
 
+/** `kid:base64key,...`: each kid unique, each key exactly 32 bytes (AES-256). Never echoes key material. */
+const checkVaultKeys = (raw: string): void => {
+  const seen = new Set<string>()
+  raw.split(",").forEach((entry, i) => {
+    const [kid, key, extra] = entry.trim().split(":")
+    const problem = (what: string) => new ConfigError("VAULT_ENCRYPTION_KEYS", `entry ${i + 1} ${what} (expected kid:base64key,... with 32-byte keys)`)
+    if (kid === undefined || key === undefined || extra !== undefined || !/^[A-Za-z0-9._-]{1,64}$/.test(kid)) throw problem("is malformed")
+    if (seen.has(kid)) throw problem(`repeats key id "${kid}"`)
+    seen.add(kid)
+    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(key) || Buffer.from(key, "base64").length !== 32) throw problem(`("${kid}") does not decode to 32 bytes`)
+  })
+}
+
 const LOG_LEVELS = ["debug", "info", "warn", "error", "none"] as const
 
 /** Reads and validates the environment. Throws ConfigError on the first bad variable. */
@@ -159,6 +172,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (vaultEncryptionKeys === undefined && production) {
     throw new ConfigError("VAULT_ENCRYPTION_KEYS", "is required in production")
   }
+  if (vaultEncryptionKeys !== undefined) checkVaultKeys(vaultEncryptionKeys)
   const port = integer(env, "PORT", 3001)
   if (port > 65535) throw new ConfigError("PORT", "must be at most 65535")
   const publicBaseUrl = (env.PUBLIC_BASE_URL?.trim()

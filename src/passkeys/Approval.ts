@@ -1,0 +1,49 @@
+/**
+ * What passkeys need from the authorization capability: read a pending authorization request, and
+ * approve it once a passkey assertion is verified. The `Authorization` service of
+ * src/authorization/Service.ts provides exactly this interface; this port keeps the passkey code
+ * independent of the rest of that service.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import type { ApiError } from "../platform/Errors.ts"
+
+export interface PendingRequest {
+  readonly id: string
+  readonly developerId: string
+  readonly agentId: string
+  readonly principalId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly expiresAt: Date | string
+}
+
+export interface ApprovalResult {
+  readonly code: string
+  readonly grantId: string
+  readonly redirectUri?: string | null | undefined
+  readonly state?: string | null | undefined
+}
+
+export interface ApprovalService {
+  readonly getPendingRequest: (authRequestId: string) => Effect.Effect<PendingRequest | undefined, unknown>
+  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true }) => Effect.Effect<ApprovalResult, ApiError | unknown>
+}
+
+export class Approval extends Context.Tag("agent-auth/PasskeyApproval")<Approval, ApprovalService>() {}
+
+/** Interim: reads pending requests directly; approval needs the authorization service. */
+export const ApprovalLive = Layer.effect(
+  Approval,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return {
+      getPendingRequest: (authRequestId) =>
+        sql<PendingRequest>`SELECT id, developer_id, agent_id, principal_id, scopes, expires_at FROM auth_requests
+                            WHERE id = ${authRequestId} AND status = 'pending'`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie
+        ),
+      approveRequest: () => Effect.dieMessage("the authorization service is not available")
+    }
+  })
+)

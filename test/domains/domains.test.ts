@@ -13,11 +13,11 @@ beforeAll(async () => {
   app = await startTestApp({ env: { DNS_RESOLVER: dns.address } })
   dev = await app.signup({ plan: "enterprise" })
   other = await app.signup({ plan: "enterprise" })
-})
+}, 120_000)
 afterAll(async () => {
   await app.stop()
   await dns.close()
-})
+}, 60_000)
 
 const create = (domain: unknown, apiKey = dev.apiKey) => app.request("POST", "/v1/domains", { apiKey, body: { domain } })
 const verify = (id: string, apiKey = dev.apiKey) => app.request("POST", `/v1/domains/${id}/verify`, { apiKey })

@@ -39,7 +39,7 @@ beforeAll(async () => {
   dev = await app.signup({ plan: "enterprise" })
   agentId = await createAgent(app, dev.developerId, ["email:read"], "Mail helper")
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await browser?.close()
   await app?.stop()
@@ -131,7 +131,7 @@ describe("passkeys in Chromium (virtual authenticator)", () => {
     } finally {
       await context.close()
     }
-  }, 60_000)
+  }, 120_000)
 
   test("an assertion made on another origin is refused (400 VERIFICATION_FAILED)", async () => {
     const { context, page } = await openTab()
@@ -154,7 +154,7 @@ describe("passkeys in Chromium (virtual authenticator)", () => {
       other.stop(true)
       await context.close()
     }
-  }, 60_000)
+  }, 120_000)
 
   test("another principal's passkey is refused (403 CREDENTIAL_NOT_ALLOWED)", async () => {
     const { context, page } = await openTab()
@@ -175,5 +175,5 @@ describe("passkeys in Chromium (virtual authenticator)", () => {
     } finally {
       await context.close()
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -19,10 +19,10 @@ beforeAll(async () => {
   dev = await app.signup({ plan: "enterprise" })
   other = await app.signup({ plan: "enterprise" })
   agentId = await createAgent(app, dev.developerId, ["email:read"])
-})
+}, 120_000)
 afterAll(async () => {
   await app.stop()
-})
+}, 60_000)
 
 const post = (path: string, body: unknown, apiKey = dev.apiKey) => app.request("POST", path, { apiKey, body })
 

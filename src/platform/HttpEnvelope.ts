@@ -180,13 +180,16 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       else out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       if (!observed) {
         observed = true
-        metrics.observe(request.method, path, out.status, (performance.now() - started) / 1000)
+        const seconds = (performance.now() - started) / 1000
+        metrics.observe(request.method, path, out.status, seconds)
       }
       return out
     }
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
     const response = yield* app.pipe(
       Effect.locally(CurrentGate, { requestId }),
+      // every log line written while serving this request carries its id
+      Effect.annotateLogs("requestId", requestId),
       Effect.tapErrorCause((cause) =>
         Cause.isInterruptedOnly(cause)
           ? Effect.void

@@ -11,7 +11,7 @@
  * rolls back with the change it records.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
 import { newId } from "./Ids.ts"
 import { nowMillis } from "./Time.ts"
@@ -100,8 +100,19 @@ export const rowToEntry = (row: Row): AuditEntry => ({
 
 export interface AuditChainService {
   readonly append: (input: AppendInput) => Effect.Effect<AuditEntry>
+  /**
+   * Appends many entries in the caller's transaction with one head lock and one INSERT per
+   * developer (developers in sorted order, so concurrent batches lock heads in the same order).
+   * Entries of a developer are chained in the order given.
+   */
+  readonly appendMany: (inputs: ReadonlyArray<AppendInput>) => Effect.Effect<ReadonlyArray<AuditEntry>>
   readonly verify: (developerId: string) => Effect.Effect<{ valid: boolean; checkedEntries: number; firstBrokenAt: string | null }>
 }
+
+/** Runs in the caller's transaction when there is one (no savepoint round trips), else in its own. */
+export const inTransaction = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
+    Option.isSome(tx) ? effect : sql.withTransaction(effect))
 
 export class AuditChain extends Context.Tag("agent-auth/AuditChain")<AuditChain, AuditChainService>() {}
 
@@ -144,6 +155,66 @@ export const AuditChainLive = Layer.effect(
         return { entryId, ...rest, hash } satisfies AuditEntry
       })).pipe(Effect.orDie)
 
+    const appendMany = (inputs: ReadonlyArray<AppendInput>) =>
+      inTransaction(sql, Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const timestamp = new Date(ms).toISOString()
+        const developers = [...new Set(inputs.map((i) => i.developerId))].sort()
+        const out = new Map<AppendInput, AuditEntry>()
+        for (const developerId of developers) {
+          const group = inputs.filter((i) => i.developerId === developerId)
+          const [head] = yield* sql<{ seq: string; hash: string | null }>`
+            INSERT INTO audit_heads (developer_id, seq, hash) VALUES (${developerId}, 0, NULL)
+            ON CONFLICT (developer_id) DO UPDATE SET seq = audit_heads.seq
+            RETURNING seq, hash`
+          let seq = Number(head!.seq)
+          let prevHash = head!.hash
+          const cols = { id: [] as Array<string>, seq: [] as Array<number>, agentId: [] as Array<string | null>, agentDid: [] as Array<string | null>,
+            grantId: [] as Array<string | null>, principalId: [] as Array<string | null>, action: [] as Array<string>,
+            metadata: [] as Array<string>, status: [] as Array<string>, prevHash: [] as Array<string | null>, hash: [] as Array<string> }
+          for (const input of group) {
+            const entry = {
+              id: newId("alog", ms),
+              agentId: input.agentId ?? null,
+              agentDid: input.agentDid ?? null,
+              grantId: input.grantId ?? null,
+              principalId: input.principalId ?? null,
+              developerId,
+              action: input.action,
+              metadata: input.metadata ?? {},
+              timestamp,
+              prevHash,
+              status: input.status ?? "success"
+            }
+            const hash = entryHash(entry)
+            seq++
+            cols.id.push(entry.id); cols.seq.push(seq); cols.agentId.push(entry.agentId); cols.agentDid.push(entry.agentDid)
+            cols.grantId.push(entry.grantId); cols.principalId.push(entry.principalId); cols.action.push(entry.action)
+            cols.metadata.push(JSON.stringify(entry.metadata)); cols.status.push(entry.status); cols.prevHash.push(entry.prevHash); cols.hash.push(hash)
+            const { id: entryId, ...rest } = entry
+            out.set(input, { entryId, ...rest, hash })
+            prevHash = hash
+          }
+          // the entries and the new head in one statement
+          yield* sql.unsafe(
+            `WITH entries AS (
+               INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
+                                      status, timestamp, prev_hash, hash, created_at)
+               SELECT u.id, $1, u.seq, u.agent_id, u.agent_did, u.grant_id, u.principal_id, u.action, u.metadata::jsonb,
+                      u.status, $2, u.prev_hash, u.hash, $3
+               FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                           $12::text[], $13::text[], $14::text[])
+                    AS u(id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata, status, prev_hash, hash)
+               RETURNING 1
+             )
+             UPDATE audit_heads SET seq = $15, hash = $16 WHERE developer_id = $1`,
+            [developerId, timestamp, new Date(ms), cols.id, cols.seq, cols.agentId, cols.agentDid, cols.grantId, cols.principalId,
+              cols.action, cols.metadata, cols.status, cols.prevHash, cols.hash, seq, prevHash] as any
+          )
+        }
+        return inputs.map((i) => out.get(i)!)
+      })).pipe(Effect.orDie)
+
     const verify = (developerId: string) =>
       Effect.gen(function*() {
         let prevHash: string | null = null
@@ -169,6 +240,6 @@ export const AuditChainLive = Layer.effect(
         }
       }).pipe(Effect.orDie)
 
-    return { append, verify }
+    return { append, appendMany, verify }
   })
 )

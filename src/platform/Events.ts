@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
+import { inTransaction } from "./AuditChain.ts"
 import { newId } from "./Ids.ts"
 import { nowMillis } from "./Time.ts"
 
@@ -37,6 +38,10 @@ export interface EmittedEvent {
 
 export interface EventsService {
   readonly emit: (developerId: string, type: EventType, data: Record<string, unknown>) => Effect.Effect<EmittedEvent>
+  /** many events (any developers) and their deliveries in one statement, in the caller's transaction */
+  readonly emitMany: (
+    events: ReadonlyArray<{ readonly developerId: string; readonly type: EventType; readonly data: Record<string, unknown> }>
+  ) => Effect.Effect<ReadonlyArray<EmittedEvent>>
 }
 
 export class Events extends Context.Tag("agent-auth/Events")<Events, EventsService>() {}
@@ -70,6 +75,33 @@ export const EventsLive = Layer.effect(
         if (Number(rows[0]?.deliveries ?? 0) > 0) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
         return { id, type, createdAt: at.toISOString(), data }
       })).pipe(Effect.orDie)
-    return { emit }
+    const emitMany: EventsService["emitMany"] = (items) =>
+      inTransaction(sql, Effect.gen(function*() {
+        if (items.length === 0) return []
+        const ms = yield* nowMillis
+        const at = new Date(ms)
+        const ids = items.map(() => newId("evt", ms))
+        const rows = yield* sql.unsafe<{ developerId: string }>(
+          `WITH event AS (
+             INSERT INTO events (id, developer_id, type, data, created_at)
+             SELECT u.id, u.developer_id, u.type, u.data::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(id, developer_id, type, data)
+             RETURNING id, developer_id, type
+           ), inserted AS (
+             INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
+                                             next_attempt_at, created_at, updated_at)
+             SELECT 'whd_' || substr(ev.id, 5, 10) || upper(substr(md5(random()::text || e.id || ev.id), 1, 16)), e.id, ev.id,
+                    ev.developer_id, 'pending', 0, $6, $5, $5, $5
+             FROM event ev JOIN webhook_endpoints e
+               ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND ev.type = ANY(e.events)
+             RETURNING developer_id
+           )
+           SELECT DISTINCT developer_id FROM inserted`,
+          [ids, items.map((i) => i.developerId), items.map((i) => i.type), items.map((i) => JSON.stringify(i.data)), at,
+            config.webhooks.maxAttempts] as any
+        )
+        for (const row of rows) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${row.developerId})`
+        return items.map((i, n) => ({ id: ids[n]!, type: i.type, createdAt: at.toISOString(), data: i.data }))
+      })).pipe(Effect.orDie)
+    return { emit, emitMany }
   })
 )

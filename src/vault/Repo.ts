@@ -48,6 +48,18 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
         [developerId, principalId, service]
       ).pipe(Effect.map(one)),
 
+    /** many (developer, principal, service) lookups in one statement; results in the order asked */
+    findManyByTriple: (keys: ReadonlyArray<{ developerId: string; principalId: string; service: string }>) =>
+      sql.unsafe<CredentialRow>(
+        `SELECT ${COLUMNS.replace(/(\w+)/g, "v.$1")} FROM vault_credentials v
+         JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(developer_id, principal_id, service)
+           ON v.developer_id = k.developer_id AND v.principal_id = k.principal_id AND v.service = k.service`,
+        [keys.map((k) => k.developerId), keys.map((k) => k.principalId), keys.map((k) => k.service)] as any
+      ).pipe(Effect.map((rows) => {
+        const found = new Map(rows.map((r) => [`${r.developerId}\u0000${r.principalId}\u0000${r.service}`, normalise(r)]))
+        return keys.map((k) => found.get(`${k.developerId}\u0000${k.principalId}\u0000${k.service}`))
+      })),
+
     get: (developerId: string, id: string, lock = false) =>
       sql.unsafe<CredentialRow>(
         `SELECT ${COLUMNS} FROM vault_credentials WHERE id = $1 AND developer_id = $2${lock ? " FOR UPDATE" : ""}`,

@@ -9,7 +9,7 @@ import { Context, Deferred, Effect, FiberId, Layer } from "effect"
 import { isIP } from "node:net"
 import { Config } from "../Config.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { AuditChain } from "../platform/AuditChain.ts"
+import { type AppendInput, AuditChain } from "../platform/AuditChain.ts"
 import { BadGateway, BadRequest, err, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -18,6 +18,7 @@ import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
 import { CredentialUnreadable, type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
+import { makeCoalescer } from "./Coalesce.ts"
 import { type CredentialRow, makeRepo } from "./Repo.ts"
 
 export const credentialView = (row: CredentialRow) => ({
@@ -347,6 +348,28 @@ export const VaultServiceLive = Layer.effect(
         ).pipe(Effect.zipRight(Deferred.await(deferred)))
       })
 
+    /**
+     * The event and audit-chain entry of each exchange commit in one transaction before the token
+     * is handed out. Exchanges that finish while a commit is under way are written together in the
+     * next one (group commit): one transaction, one multi-row insert each and one chain-head lock
+     * per batch instead of per exchange, so a busy developer's exchanges do not queue one commit at
+     * a time on the chain head. (appendMany locks heads in developer order: no deadlock between instances.)
+     */
+    const record = makeCoalescer(
+      (batch: ReadonlyArray<{ readonly developerId: string; readonly data: Record<string, unknown>; readonly audit: AppendInput }>) =>
+        sql.withTransaction(Effect.zipRight(
+          events.emitMany(batch.map((p) => ({ developerId: p.developerId, type: "vault.credential.exchanged" as const, data: p.data }))),
+          audit.appendMany(batch.map((p) => p.audit))
+        )).pipe(Effect.as(batch.map(() => undefined)), Effect.orDie)
+    )
+
+    /** the exchange's credential lookup, batched with the concurrent ones */
+    const lookup = makeCoalescer(
+      (keys: ReadonlyArray<{ developerId: string; principalId: string; service: string }>) =>
+        repo.findManyByTriple(keys).pipe(Effect.orDie),
+      { parallel: 2 }
+    )
+
     const exchange: VaultService["exchange"] = (claims, rawBody) =>
       Effect.gen(function*() {
         // 1. The token: the gate verified signature, iss and exp; enforce the claims, then the grant online.
@@ -360,7 +383,7 @@ export const VaultServiceLive = Layer.effect(
         // The online status and the row are read together; nothing is decided before both checks pass in order.
         const [status, row] = yield* Effect.all([
           grants.tokenStatus(claims),
-          service === undefined ? Effect.succeed(undefined) : repo.findByTriple(claims.dev, claims.sub, service).pipe(Effect.orDie)
+          service === undefined ? Effect.succeed(undefined) : lookup({ developerId: claims.dev, principalId: claims.sub, service })
         ], { concurrency: 2 })
         if (status !== "active") {
           return yield* Effect.fail(err.unauthorized(
@@ -394,9 +417,10 @@ export const VaultServiceLive = Layer.effect(
           tokenId: claims.jti,
           refreshed
         }
-        yield* sql.withTransaction(Effect.zipRight(
-          events.emit(claims.dev, "vault.credential.exchanged", data),
-          audit.append({
+        yield* record({
+          developerId: claims.dev,
+          data,
+          audit: {
             developerId: claims.dev,
             action: "service.vault.credential_exchanged",
             agentId,
@@ -404,8 +428,8 @@ export const VaultServiceLive = Layer.effect(
             grantId: claims.grnt,
             principalId: claims.sub,
             metadata: { credentialId: current.id, service: current.service, tokenId: claims.jti, refreshed }
-          })
-        )).pipe(Effect.orDie)
+          }
+        })
         yield* Effect.logDebug("vault credential exchanged").pipe(
           Effect.annotateLogs({ credentialId: current.id, developerId: claims.dev, service: current.service, grantId: claims.grnt, refreshed })
         )

@@ -313,6 +313,44 @@ describe("exchange", () => {
     expect(events).toHaveLength(0)
   })
 
+  test("concurrent exchanges: each one's event, webhook delivery and chained audit entry are committed", async () => {
+    const other = await app.signup()
+    const otherAgent = await createAgent(app, other.developerId, ["github:read"])
+    await app.request("POST", "/v1/vault/credentials", { apiKey: other.apiKey, body: { principalId: "user_1", service: "github", accessToken: "other_TOKEN" } })
+    const endpointId = `wh_vault_${Date.now()}`
+    await app.query(
+      `INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
+       VALUES ($1, $2, 'http://127.0.0.1:9/hook', $3, 'x', now())`,
+      [endpointId, dev.developerId, ["vault.credential.exchanged"]]
+    )
+    const mine = await Promise.all(Array.from({ length: 6 }, () => grantFor(["github:read"])))
+    const theirs = await Promise.all(Array.from({ length: 6 }, () =>
+      issueGrant(app, { developerId: other.developerId, agentId: otherAgent, principalId: "user_1", scopes: ["github:read"] })))
+    const results = await Promise.all([...mine, ...theirs].flatMap((g) => [exchange(g.token.grantToken), exchange(g.token.grantToken)]))
+    expect(results.map((r) => r.status)).toEqual(Array(24).fill(200))
+    expect(results.slice(0, 12).every((r) => r.body.accessToken === "gho_exchange_TOKEN")).toBe(true)
+    expect(results.slice(12).every((r) => r.body.accessToken === "other_TOKEN")).toBe(true)
+    for (const [developer, grants] of [[dev.developerId, mine], [other.developerId, theirs]] as const) {
+      const ids = grants.map((g) => g.grant.id)
+      const events = await app.query(
+        "SELECT id FROM events WHERE developer_id = $1 AND type = 'vault.credential.exchanged' AND data->>'grantId' = ANY($2)", [developer, ids])
+      expect(events).toHaveLength(12)
+      const entries = await app.query("SELECT id FROM audit_log WHERE developer_id = $1 AND grant_id = ANY($2)", [developer, ids])
+      expect(entries).toHaveLength(12)
+      const chain = await app.run(Effect.flatMap(AuditChain, (a) => a.verify(developer)))
+      expect(chain.valid).toBe(true)
+      const deliveries = await app.query(
+        "SELECT d.endpoint_id, d.status FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE e.data->>'grantId' = ANY($1)", [ids])
+      if (developer === dev.developerId) {
+        expect(deliveries).toHaveLength(12)
+        expect(deliveries.every((d) => d.endpointId === endpointId && d.status === "pending")).toBe(true)
+      } else {
+        expect(deliveries).toHaveLength(0)
+      }
+    }
+    await app.query("UPDATE webhook_endpoints SET deleted_at = now() WHERE id = $1", [endpointId])
+  })
+
   test("20 exchanges per minute per grant token, then 429; another token is counted apart", async () => {
     const { grant, token } = await grantFor(["github:read"])
     const statuses: Array<number> = []

@@ -61,11 +61,14 @@ export const exchangeService = (rawBody: string): string | undefined => {
   try {
     const body = JSON.parse(rawBody)
     const service = body !== null && typeof body === "object" && !Array.isArray(body) ? body.service : undefined
-    return typeof service === "string" && service.trim() !== "" && service.length <= 256 ? service : undefined
+    return typeof service === "string" && service.trim() !== "" ? service : undefined
   } catch {
     return undefined
   }
 }
+
+/** the shape of a stored service name (Api.ts ServiceName) */
+const STORABLE_SERVICE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 
 const agentIdOf = (agt: string | undefined) => {
   if (typeof agt !== "string") return null
@@ -383,7 +386,11 @@ export const VaultServiceLive = Layer.effect(
         // The online status and the row are read together; nothing is decided before both checks pass in order.
         const [status, row] = yield* Effect.all([
           grants.tokenStatus(claims),
-          service === undefined ? Effect.succeed(undefined) : lookup({ developerId: claims.dev, principalId: claims.sub, service })
+          // a service no credential can have (e.g. a NUL character) is never sent to the database, so it
+          // cannot fail the batch of lookups it would share with other requests
+          service === undefined || !STORABLE_SERVICE.test(service)
+            ? Effect.succeed(undefined)
+            : lookup({ developerId: claims.dev, principalId: claims.sub, service })
         ], { concurrency: 2 })
         if (status !== "active") {
           return yield* Effect.fail(err.unauthorized(

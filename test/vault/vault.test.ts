@@ -290,6 +290,17 @@ describe("exchange", () => {
     expect(res2.body.code).toBe("NOT_FOUND")
   })
 
+  test("odd service values answer 404 and do not disturb concurrent exchanges", async () => {
+    const { token } = await grantFor(["*"])
+    const odd = ["git\u0000hub", "x".repeat(5000), "github ", "../github", "GitHub"]
+    const results = await Promise.all([
+      ...odd.map((service) => exchange(token.grantToken, { service })),
+      ...Array.from({ length: 5 }, () => exchange(token.grantToken))
+    ])
+    expect(results.slice(0, 5).map((r) => [r.status, r.body.code])).toEqual(Array(5).fill([404, "NOT_FOUND"]))
+    expect(results.slice(5).map((r) => r.status)).toEqual(Array(5).fill(200))
+  })
+
   test("a ciphertext moved to another row fails to decrypt: a clean error, no internals", async () => {
     await store({ principalId: "user_aad", service: "github", accessToken: "gho_victim_TOKEN" })
     await store({ principalId: "user_aad", service: "gitlab", accessToken: "glpat_attacker_TOKEN" })

@@ -115,7 +115,7 @@ describe("developers and keys", () => {
   })
 
   test("missing and invalid keys → 401 UNAUTHORIZED", async () => {
-    for (const headers of [{}, { authorization: "Bearer sk_live_nope_nope_nope_nope_nope" }, { authorization: "Basic abc" }]) {
+    for (const headers of [{}, { authorization: "Bearer sk_live_nope_nope_nope_nope_nope" }, { authorization: "Basic abc" }] as Array<Record<string, string>>) {
       const res = await app.request("GET", "/v1/me", { headers })
       expect(res.status).toBe(401)
       expect(res.body.code).toBe("UNAUTHORIZED")

@@ -130,7 +130,7 @@ export const startTestApp = async (options: TestAppOptions = {}): Promise<TestAp
   const query = <T>(text: string, params: ReadonlyArray<unknown> = []) =>
     server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<any>(text, params as any))) as Promise<Array<T>>
   const signup: TestApp["signup"] = async (input = {}) => {
-    const res = await request("POST", "/v1/signup", {
+    const res = await request<any>("POST", "/v1/signup", {
       body: { name: input.name ?? `dev-${rand()}`, ...(input.email ? { email: input.email } : {}), ...(input.mode ? { mode: input.mode } : {}) }
     })
     if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${res.text}`)

@@ -122,6 +122,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),
     Layer.provide(loggerLayer(config.logLevel)),
+    // No trace exporter is configured, so spans (one per request and per SQL statement) are pure cost.
+    Layer.provide(Layer.setTracerEnabled(false)),
     Layer.provide(options.extra ?? Layer.empty)
   )
 }

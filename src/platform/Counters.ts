@@ -125,17 +125,18 @@ const makeRedisStore = (url: string, prefix: string) =>
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
+      // One callback-style call resumed straight into the fiber: this is the hot path of every request.
       hit: (checks, ttlMs) =>
-        Effect.tryPromise({
-          try: () =>
-            (client as any).rateHit(
-              checks.length,
-              ...checks.map((c) => c.key),
-              ttlMs,
-              ...checks.map((c) => c.limit)
-            ) as Promise<Array<number>>,
-          catch: (cause) => new CounterStoreUnavailable({ cause })
-        }).pipe(Effect.map((out) => ({ rejectedBy: Number(out[0]) - 1, counts: out.slice(1).map(Number) })))
+        Effect.async<HitResult, CounterStoreUnavailable>((resume) => {
+          const args: Array<string | number> = [checks.length]
+          for (const c of checks) args.push(c.key)
+          args.push(ttlMs)
+          for (const c of checks) args.push(c.limit)
+          ;(client as any).rateHit(...args, (error: unknown, out: Array<number>) => {
+            if (error) resume(Effect.fail(new CounterStoreUnavailable({ cause: error })))
+            else resume(Effect.succeed({ rejectedBy: Number(out[0]) - 1, counts: out.slice(1).map(Number) }))
+          })
+        })
     }))
   )
 

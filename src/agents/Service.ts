@@ -1,4 +1,122 @@
-import { Layer } from "effect"
+/** Agents: registration and lookup, always scoped to the calling developer. */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { Grants, GrantsLive } from "../grants/Service.ts"
+import { err, type NotFound } from "../platform/Errors.ts"
+import { newId } from "../platform/Ids.ts"
+import { now } from "../platform/Time.ts"
 
-/** The capability's services, provided to its handlers and to other capabilities. */
-export const AgentsLive = Layer.empty
+export interface AgentRecord {
+  readonly id: string
+  readonly developerId: string
+  readonly name: string
+  readonly description: string | null
+  readonly scopes: ReadonlyArray<string>
+  readonly status: "active" | "suspended"
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+const COLUMNS = "id, developer_id, name, description, scopes, status, created_at, updated_at"
+
+export interface AgentsService {
+  readonly create: (developerId: string, input: { name: string; description?: string; scopes?: ReadonlyArray<string> }) => Effect.Effect<AgentRecord>
+  readonly list: (developerId: string) => Effect.Effect<ReadonlyArray<AgentRecord>>
+  /** the developer's live (not deleted) agent */
+  readonly find: (developerId: string, agentId: string) => Effect.Effect<AgentRecord | undefined>
+  readonly get: (developerId: string, agentId: string) => Effect.Effect<AgentRecord, NotFound>
+  readonly update: (
+    developerId: string,
+    agentId: string,
+    patch: { name?: string; description?: string | null; scopes?: ReadonlyArray<string>; status?: "active" | "suspended" }
+  ) => Effect.Effect<AgentRecord, NotFound>
+  readonly remove: (developerId: string, agentId: string) => Effect.Effect<void, NotFound>
+  readonly view: (agent: AgentRecord) => {
+    agentId: string
+    did: string
+    developerId: string
+    name: string
+    description: string | null
+    scopes: Array<string>
+    status: "active" | "suspended"
+    createdAt: string
+    updatedAt: string
+  }
+}
+
+export class Agents extends Context.Tag("agent-auth/Agents")<Agents, AgentsService>() {}
+
+const unique = (scopes: ReadonlyArray<string>) => [...new Set(scopes)]
+
+export const AgentsServiceLive = Layer.effect(
+  Agents,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const grants = yield* Grants
+    const notFound = () => err.notFound("NOT_FOUND", "Agent not found")
+    const find = (developerId: string, agentId: string) =>
+      sql.unsafe<AgentRecord>(
+        `SELECT ${COLUMNS} FROM agents WHERE id = $1 AND developer_id = $2 AND deleted_at IS NULL`,
+        [agentId, developerId]
+      ).pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+    const get = (developerId: string, agentId: string) =>
+      Effect.flatMap(find(developerId, agentId), (a) => a === undefined ? Effect.fail(notFound()) : Effect.succeed(a))
+    return {
+      find,
+      get,
+      create: (developerId, input) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const rows = yield* sql.unsafe<AgentRecord>(
+            `INSERT INTO agents (id, developer_id, name, description, scopes, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, 'active', $6, $6) RETURNING ${COLUMNS}`,
+            [newId("ag", at.getTime()), developerId, input.name, input.description ?? null, unique(input.scopes ?? []) as any, at]
+          )
+          return rows[0]!
+        }).pipe(Effect.orDie),
+      list: (developerId) =>
+        sql.unsafe<AgentRecord>(
+          `SELECT ${COLUMNS} FROM agents WHERE developer_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT 1000`,
+          [developerId]
+        ).pipe(Effect.orDie),
+      update: (developerId, agentId, patch) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const rows = yield* sql.unsafe<AgentRecord>(
+            `UPDATE agents SET
+               name = CASE WHEN $3::boolean THEN $4 ELSE name END,
+               description = CASE WHEN $5::boolean THEN $6 ELSE description END,
+               scopes = CASE WHEN $7::boolean THEN $8::text[] ELSE scopes END,
+               status = CASE WHEN $9::boolean THEN $10 ELSE status END,
+               updated_at = $11
+             WHERE id = $1 AND developer_id = $2 AND deleted_at IS NULL RETURNING ${COLUMNS}`,
+            [agentId, developerId, patch.name !== undefined, patch.name ?? null, patch.description !== undefined,
+              patch.description ?? null, patch.scopes !== undefined, unique(patch.scopes ?? []) as any,
+              patch.status !== undefined, patch.status ?? null, at]
+          ).pipe(Effect.orDie)
+          if (rows.length === 0) return yield* Effect.fail(notFound())
+          return rows[0]!
+        }),
+      remove: (developerId, agentId) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const rows = yield* sql`UPDATE agents SET deleted_at = ${at}, status = 'suspended', updated_at = ${at}
+                                  WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
+          if (rows.length === 0) return yield* Effect.fail(notFound())
+        }),
+      view: (a) => ({
+        agentId: a.id,
+        did: grants.agentDid(a.id),
+        developerId: a.developerId,
+        name: a.name,
+        description: a.description,
+        scopes: [...a.scopes],
+        status: a.status,
+        createdAt: a.createdAt.toISOString(),
+        updatedAt: a.updatedAt.toISOString()
+      })
+    }
+  })
+)
+
+export const AgentsLive = AgentsServiceLive.pipe(Layer.provideMerge(GrantsLive))

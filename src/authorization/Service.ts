@@ -1,4 +1,378 @@
-import { Layer } from "effect"
+/**
+ * Authorization (decisions §3): an agent's backend asks for a person's consent (POST /v1/authorize),
+ * the person approves or denies on the consent page (or with a passkey), approval creates the grant
+ * and a single-use code, and the code (then refresh tokens) are exchanged for grant tokens.
+ *
+ * Codes and refresh tokens are random 32-byte secrets stored only as SHA-256. Presenting a used
+ * code or refresh token again revokes the grant: whoever holds a copy loses it too.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { Agents, AgentsLive } from "../agents/Service.ts"
+import { Config } from "../Config.ts"
+import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
+import type { Developer } from "../platform/Auth.ts"
+import { type BadRequest, err, type Forbidden, type Gone, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import { newId } from "../platform/Ids.ts"
+import { nowMillis, parseDuration } from "../platform/Time.ts"
+import { describeScope } from "./Scopes.ts"
 
-/** The capability's services, provided to its handlers and to other capabilities. */
-export const AuthorizationLive = Layer.empty
+/** An authorization request waits this long for the person. */
+export const REQUEST_TTL_MS = 10 * 60 * 1000
+/** A code must be exchanged within this time. */
+export const CODE_TTL_MS = 10 * 60 * 1000
+/** Grant tokens from /v1/token and refresh live at most this long (never past the grant). */
+export const ACCESS_TOKEN_TTL_MS = 60 * 60 * 1000
+
+const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
+const secret = () => randomBytes(32).toString("base64url")
+
+export interface AuthRequestRecord {
+  readonly id: string
+  readonly developerId: string
+  readonly agentId: string
+  readonly principalId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly grantTtlSeconds: number
+  readonly redirectUri: string | null
+  readonly state: string | null
+  readonly audience: string | null
+  readonly codeChallenge: string | null
+  readonly codeChallengeMethod: string | null
+  readonly status: "pending" | "approved" | "denied"
+  readonly expiresAt: Date
+  readonly createdAt: Date
+  readonly grantId: string | null
+  readonly fidoVerifiedAt: Date | null
+}
+
+export interface AuthorizeInput {
+  readonly agentId: string
+  readonly principalId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly expiresIn?: string
+  readonly redirectUri?: string
+  readonly state?: string
+  readonly audience?: string
+  readonly codeChallenge?: string
+  readonly codeChallengeMethod?: string
+}
+
+export interface ConsentView {
+  readonly id: string
+  readonly agentName: string
+  readonly agentDid: string
+  readonly agentDescription: string | null
+  readonly scopes: ReadonlyArray<string>
+  readonly scopeDescriptions: Record<string, string>
+  readonly expiresAt: string
+  readonly status: "pending" | "approved" | "denied" | "expired"
+  readonly fidoRequired: boolean
+  readonly redirectUri: string | null
+  readonly principalId: string
+}
+
+export interface Approval {
+  readonly code: string
+  readonly grantId: string
+  readonly redirectUri: string | null
+  readonly state: string | null
+}
+
+export interface TokenResponse {
+  readonly grantToken: string
+  readonly expiresAt: string
+  readonly scopes: ReadonlyArray<string>
+  readonly refreshToken: string
+  readonly grantId: string
+}
+
+export interface AuthorizationService {
+  readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
+    { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
+    BadRequest | NotFound | Unprocessable | Forbidden
+  >
+  /** the consent page's view of a request; NotFound when unknown */
+  readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
+  readonly getPendingRequest: (authRequestId: string) => Effect.Effect<
+    { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
+  >
+  /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
+  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | Forbidden>
+  readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
+  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest>
+  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest>
+}
+
+export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
+
+const REQUEST_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, grant_ttl_seconds, redirect_uri, state, audience,
+  code_challenge, code_challenge_method, status, expires_at, created_at, grant_id, fido_verified_at`
+
+const invalidGrant = (message: string) => err.badRequest("INVALID_GRANT", message)
+
+const validRedirect = (uri: string) => {
+  try {
+    const u = new URL(uri)
+    return (u.protocol === "https:" || u.protocol === "http:") && u.hash === "" && uri.length <= 2000
+  } catch {
+    return false
+  }
+}
+
+export const AuthorizationServiceLive = Layer.effect(
+  Authorization,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const agents = yield* Agents
+    const grants = yield* Grants
+    const events = yield* Events
+
+    const loadRequest = (id: string, lock = false) =>
+      sql.unsafe<AuthRequestRecord>(
+        `SELECT ${REQUEST_COLUMNS} FROM auth_requests WHERE id = $1${lock ? " FOR UPDATE" : ""}`,
+        [id]
+      ).pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+
+    /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
+    const issueTokens = (grant: GrantRecord, ms: number, bdg?: number) =>
+      Effect.gen(function*() {
+        const expiresAt = new Date(Math.min(grant.expiresAt.getTime(), ms + ACCESS_TOKEN_TTL_MS))
+        const token = yield* grants.issueToken(grant, { expiresAt, ...(bdg !== undefined ? { bdg } : {}) })
+        const refreshToken = `rt_${secret()}`
+        yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
+                   VALUES (${newId("ref", ms)}, ${sha256(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
+                           ${new Date(ms)}, ${grant.expiresAt})`
+        yield* events.emit(grant.developerId, "token.issued", {
+          tokenId: token.jti,
+          grantId: grant.id,
+          agentId: grant.agentId,
+          principalId: grant.principalId,
+          scopes: [...grant.scopes],
+          expiresAt: token.expiresAt.toISOString()
+        })
+        return {
+          grantToken: token.grantToken,
+          expiresAt: token.expiresAt.toISOString(),
+          scopes: [...grant.scopes],
+          refreshToken,
+          grantId: grant.id
+        }
+      }).pipe(Effect.orDie)
+
+    const approveInTransaction = (request: AuthRequestRecord, ms: number, fidoVerified: boolean) =>
+      Effect.gen(function*() {
+        const grant = yield* grants.create({
+          developerId: request.developerId,
+          agentId: request.agentId,
+          principalId: request.principalId,
+          scopes: request.scopes,
+          audience: request.audience,
+          expiresAt: new Date(ms + request.grantTtlSeconds * 1000)
+        })
+        const code = secret()
+        yield* sql`INSERT INTO auth_codes (code_hash, auth_request_id, grant_id, developer_id, agent_id, expires_at)
+                   VALUES (${sha256(code)}, ${request.id}, ${grant.id}, ${request.developerId}, ${request.agentId},
+                           ${new Date(ms + CODE_TTL_MS)})`
+        yield* sql`UPDATE auth_requests SET status = 'approved', decided_at = ${new Date(ms)}, grant_id = ${grant.id},
+                     fido_verified_at = CASE WHEN ${fidoVerified} THEN ${new Date(ms)} ELSE fido_verified_at END
+                   WHERE id = ${request.id}`
+        return { code, grantId: grant.id, redirectUri: request.redirectUri, state: request.state }
+      }).pipe(Effect.orDie)
+
+    const authorize: AuthorizationService["authorize"] = (developer, input) =>
+      Effect.gen(function*() {
+        const ttl = parseDuration(input.expiresIn ?? "24h")
+        if (ttl === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
+        if (input.redirectUri !== undefined && !validRedirect(input.redirectUri)) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "redirectUri must be an absolute http(s) URL without a fragment"))
+        }
+        const method = input.codeChallengeMethod ?? "S256"
+        if (input.codeChallenge !== undefined) {
+          if (method !== "S256") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallengeMethod must be S256"))
+          if (!/^[A-Za-z0-9_-]{43,128}$/.test(input.codeChallenge)) {
+            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallenge must be base64url, 43 to 128 characters"))
+          }
+        } else if (input.codeChallengeMethod !== undefined) {
+          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallengeMethod given without codeChallenge"))
+        }
+        if (input.scopes.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "scopes must not be empty"))
+        const agent = yield* agents.find(developer.id, input.agentId)
+        if (agent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Agent not found"))
+        if (agent.status !== "active") return yield* Effect.fail(err.forbidden("AGENT_SUSPENDED", "Agent is suspended"))
+        const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
+        if (unregistered.length > 0) {
+          return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
+        }
+        const ms = yield* nowMillis
+        const id = newId("areq", ms)
+        const expiresAt = new Date(ms + REQUEST_TTL_MS)
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const [request] = yield* sql.unsafe<AuthRequestRecord>(
+            `INSERT INTO auth_requests (id, developer_id, agent_id, principal_id, scopes, grant_ttl_seconds, redirect_uri, state,
+               audience, code_challenge, code_challenge_method, status, expires_at, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13) RETURNING ${REQUEST_COLUMNS}`,
+            [id, developer.id, agent.id, input.principalId, [...new Set(input.scopes)] as any, ttl, input.redirectUri ?? null,
+              input.state ?? null, input.audience ?? null, input.codeChallenge ?? null,
+              input.codeChallenge !== undefined ? method : null, expiresAt, new Date(ms)]
+          )
+          const base = { authRequestId: id, consentUrl: `${config.publicBaseUrl}/consent?req=${id}`, expiresAt: expiresAt.toISOString() }
+          if (developer.mode !== "sandbox") return base
+          // Sandbox developers test without a person in the loop: the request is approved at once.
+          const approval = yield* approveInTransaction(request!, ms, false)
+          return { ...base, sandbox: true as const, code: approval.code }
+        })).pipe(Effect.orDie)
+      })
+
+    const consent: AuthorizationService["consent"] = (id) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql<AuthRequestRecord & { agentName: string; agentDescription: string | null; fidoRequired: boolean }>`
+          SELECT r.id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id,
+                 a.name AS agent_name, a.description AS agent_description, d.fido_required
+          FROM auth_requests r JOIN agents a ON a.id = r.agent_id JOIN developers d ON d.id = r.developer_id
+          WHERE r.id = ${id}`.pipe(Effect.orDie)
+        const row = rows[0]
+        if (row === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Authorization request not found"))
+        const status = row.status === "pending" && row.expiresAt.getTime() <= ms ? "expired" as const : row.status
+        return {
+          id: row.id,
+          agentName: row.agentName,
+          agentDid: grants.agentDid(row.agentId),
+          agentDescription: row.agentDescription,
+          scopes: [...row.scopes],
+          scopeDescriptions: Object.fromEntries(row.scopes.map((s) => [s, describeScope(s)])),
+          expiresAt: row.expiresAt.toISOString(),
+          status,
+          fidoRequired: row.fidoRequired,
+          redirectUri: row.redirectUri,
+          principalId: row.principalId
+        }
+      })
+
+    const pendingOrGone = (request: AuthRequestRecord | undefined, ms: number) =>
+      request === undefined
+        ? Effect.fail(err.notFound("NOT_FOUND", "Authorization request not found"))
+        : request.status !== "pending"
+        ? Effect.fail(err.gone("GONE", `Authorization request already ${request.status}`))
+        : request.expiresAt.getTime() <= ms
+        ? Effect.fail(err.gone("GONE", "Authorization request expired"))
+        : Effect.succeed(request)
+
+    const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
+        if (!options.fidoVerified) {
+          const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
+          if (developer?.fidoRequired) {
+            return yield* Effect.fail(err.forbidden("FIDO_REQUIRED", "This developer requires approval with a passkey"))
+          }
+        }
+        return yield* approveInTransaction(request, ms, options.fidoVerified)
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const denyRequest: AuthorizationService["denyRequest"] = (id) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
+        yield* sql`UPDATE auth_requests SET status = 'denied', decided_at = ${new Date(ms)} WHERE id = ${id}`.pipe(Effect.orDie)
+        return { redirectUri: request.redirectUri, state: request.state }
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const getPendingRequest: AuthorizationService["getPendingRequest"] = (id) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const request = yield* loadRequest(id)
+        if (request === undefined || request.status !== "pending" || request.expiresAt.getTime() <= ms) return undefined
+        return {
+          id: request.id,
+          developerId: request.developerId,
+          agentId: request.agentId,
+          principalId: request.principalId,
+          scopes: request.scopes,
+          expiresAt: request.expiresAt
+        }
+      })
+
+    const remainingBudget = (grantId: string) =>
+      Effect.gen(function*() {
+        const [exists] = yield* sql<{ table: string | null }>`SELECT to_regclass('budget_allocations')::text AS table`
+        if (!exists?.table) return undefined
+        const rows = yield* sql<{ remainingBudget: string }>`SELECT remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`
+        return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
+      }).pipe(Effect.orDie)
+
+    const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
+      Effect.gen(function*() {
+        // A replay revokes the grant and must commit even though the request fails.
+        const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+          const ms = yield* nowMillis
+          const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
+            SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
+            WHERE code_hash = ${sha256(input.code)} FOR UPDATE`
+          const code = rows[0]
+          if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
+          if (code.usedAt !== null) {
+            // A replayed code means someone else may hold it: the grant issued from it is revoked.
+            yield* grants.revoke(developer.id, code.grantId)
+            return { error: "Authorization code already used; the grant issued from it has been revoked" } as const
+          }
+          if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
+          if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
+          const request = (yield* loadRequest(code.authRequestId))!
+          if (request.codeChallenge !== null) {
+            if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
+            const expected = Buffer.from(request.codeChallenge)
+            const given = Buffer.from(createHash("sha256").update(input.codeVerifier).digest("base64url"))
+            if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
+              return { error: "codeVerifier does not match the code challenge" } as const
+            }
+          }
+          yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256(input.code)}`
+          const grant = yield* grants.find(developer.id, code.grantId)
+          if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+            return { error: "The grant is no longer active" } as const
+          }
+          return { tokens: yield* issueTokens(grant, ms) } as const
+        })).pipe(Effect.orDie)
+        if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
+        return outcome.tokens
+      })
+
+    const refresh: AuthorizationService["refresh"] = (developer, input) =>
+      Effect.gen(function*() {
+        // A reuse revokes the grant and must commit even though the request fails.
+        const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+          const ms = yield* nowMillis
+          const rows = yield* sql<{ id: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
+            SELECT id, grant_id, developer_id, agent_id, expires_at, used_at FROM refresh_tokens
+            WHERE token_hash = ${sha256(input.refreshToken)} FOR UPDATE`
+          const token = rows[0]
+          if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
+          if (token.usedAt !== null) {
+            yield* grants.revoke(developer.id, token.grantId)
+            return { error: "Refresh token already used; the grant has been revoked" } as const
+          }
+          if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
+          if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
+          yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
+          const grant = yield* grants.find(developer.id, token.grantId)
+          if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+            return { error: "The grant is no longer active" } as const
+          }
+          const bdg = yield* remainingBudget(grant.id)
+          return { tokens: yield* issueTokens(grant, ms, bdg) } as const
+        })).pipe(Effect.orDie)
+        if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
+        return outcome.tokens
+      })
+
+    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh }
+  })
+)
+
+export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.merge(AgentsLive, GrantsLive)))

@@ -106,6 +106,10 @@ const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: 
   return errorResponse(500, "INTERNAL_ERROR", "Internal error", requestId)
 }
 
+const isHtml = (response: HttpServerResponse.HttpServerResponse) =>
+  (response.body._tag === "Uint8Array" && response.body.contentType.startsWith("text/html")) ||
+  (response.headers["content-type"] ?? "").startsWith("text/html")
+
 /** Bodies above these sizes are refused with 413 before they are read. */
 export const MAX_BODY_BYTES = 1024 * 1024
 export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
@@ -176,8 +180,9 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
-      if (out.status >= 400 && path !== "/health") out = normaliseError(out, requestId, path)
-      else out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
+      // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
+      if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
+      out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       if (!observed) {
         observed = true
         const seconds = (performance.now() - started) / 1000

@@ -1,0 +1,152 @@
+/**
+ * The consent page: server-rendered HTML a person reads and answers. No third-party assets; the
+ * only script is our own passkey helper, loaded only when the developer requires a passkey.
+ * Approve and Deny are plain form posts, so the page works without JavaScript.
+ */
+import { randomBytes } from "node:crypto"
+import type { ConsentView } from "./Service.ts"
+
+const escape = (s: string) =>
+  s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;")
+
+const STYLE = `
+  :root { color-scheme: light dark; --fg: #1d2430; --muted: #5b6472; --bg: #f5f6f8; --card: #fff; --accent: #1f5fd6; --line: #d9dde3; }
+  @media (prefers-color-scheme: dark) { :root { --fg: #e8eaee; --muted: #a4acb9; --bg: #14171c; --card: #1d2128; --accent: #6d9bff; --line: #343a44; } }
+  * { box-sizing: border-box; }
+  body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; background: var(--bg); color: var(--fg); }
+  main { max-width: 34rem; margin: 3rem auto; padding: 2rem; background: var(--card); border: 1px solid var(--line); border-radius: 12px; }
+  h1 { font-size: 1.35rem; margin: 0 0 .25rem; }
+  .did { color: var(--muted); font-size: .85rem; word-break: break-all; margin: 0 0 1rem; }
+  .desc { margin: 0 0 1rem; }
+  ul { padding: 0; list-style: none; margin: 1rem 0; }
+  li { padding: .6rem .75rem; border: 1px solid var(--line); border-radius: 8px; margin-bottom: .5rem; }
+  li strong { display: block; }
+  li code { color: var(--muted); font-size: .8rem; }
+  .expiry { color: var(--muted); font-size: .9rem; }
+  .actions { display: flex; gap: .75rem; margin-top: 1.5rem; flex-wrap: wrap; }
+  button { font: inherit; padding: .6rem 1.2rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
+  button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+  .notice { padding: .75rem; border-radius: 8px; border: 1px solid var(--line); }
+  #passkey-status { color: var(--muted); min-height: 1.5em; }
+`
+
+export interface Page {
+  readonly html: string
+  readonly csp: string
+}
+
+const page = (title: string, body: string, options: { script?: boolean; formTargets?: ReadonlyArray<string> } = {}): Page => {
+  const nonce = randomBytes(16).toString("base64")
+  const formAction = ["'self'", ...(options.formTargets ?? [])].join(" ")
+  const csp = [
+    "default-src 'none'",
+    `style-src 'nonce-${nonce}'`,
+    options.script ? "script-src 'self'" : "script-src 'none'",
+    options.script ? "connect-src 'self'" : "",
+    "img-src 'self' data:",
+    `form-action ${formAction}`,
+    "base-uri 'none'",
+    "frame-ancestors 'none'"
+  ].filter(Boolean).join("; ")
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escape(title)}</title>
+<style nonce="${nonce}">${STYLE}</style>
+</head>
+<body>
+<main>
+${body}
+</main>
+${options.script ? '<script src="/consent/passkey.js" defer></script>' : ""}
+</body>
+</html>`
+  return { html, csp }
+}
+
+const originOf = (uri: string | null) => {
+  if (uri === null) return []
+  try {
+    return [new URL(uri).origin]
+  } catch {
+    return []
+  }
+}
+
+export const consentPage = (view: ConsentView): Page => {
+  const scopes = view.scopes
+    .map((s) => `<li><strong>${escape(view.scopeDescriptions[s] ?? s)}</strong><code>${escape(s)}</code></li>`)
+    .join("\n")
+  const expires = new Date(view.expiresAt).toUTCString()
+  const passkey = view.fidoRequired
+    ? `<p class="notice">This service asks you to confirm with a passkey.</p>
+<div class="actions">
+  <button class="primary" type="button" id="passkey-approve" data-request="${escape(view.id)}">Approve with passkey</button>
+  <form method="post" action="/consent/deny"><input type="hidden" name="req" value="${escape(view.id)}"><button type="submit" id="deny">Deny</button></form>
+</div>
+<p id="passkey-status" role="status"></p>`
+    : `<div class="actions">
+  <form method="post" action="/consent/approve"><input type="hidden" name="req" value="${escape(view.id)}"><button class="primary" type="submit" id="approve">Approve</button></form>
+  <form method="post" action="/consent/deny"><input type="hidden" name="req" value="${escape(view.id)}"><button type="submit" id="deny">Deny</button></form>
+</div>`
+  return page(
+    `Allow ${view.agentName}?`,
+    `<h1>Allow <span id="agent-name">${escape(view.agentName)}</span> to act for you?</h1>
+<p class="did" id="agent-did">${escape(view.agentDid)}</p>
+${view.agentDescription ? `<p class="desc">${escape(view.agentDescription)}</p>` : ""}
+<p>It is asking for:</p>
+<ul id="scopes">
+${scopes}
+</ul>
+<p class="expiry">This request expires ${escape(expires)}.</p>
+${passkey}`,
+    { script: view.fidoRequired, formTargets: originOf(view.redirectUri) }
+  )
+}
+
+export const messagePage = (title: string, message: string): Page =>
+  page(title, `<h1>${escape(title)}</h1><p class="notice" id="message">${escape(message)}</p>`)
+
+/** A same-origin passkey helper: options → navigator.credentials.get → verify → redirect. */
+export const PASSKEY_SCRIPT = `(() => {
+  const button = document.getElementById("passkey-approve");
+  const status = document.getElementById("passkey-status");
+  if (!button) return;
+  const b64uToBuf = (s) => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(s.length / 4) * 4, "=")), (c) => c.charCodeAt(0)).buffer;
+  const bufToB64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+  const post = (path, body) => fetch(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+    .then(async (r) => { const j = await r.json(); if (!r.ok) throw new Error(j.message || "failed"); return j; });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    status.textContent = "Waiting for your passkey...";
+    try {
+      const authRequestId = button.dataset.request;
+      const base = "/v1/consent/" + encodeURIComponent(authRequestId) + "/passkey/";
+      const { challengeId, publicKey } = await post(base + "options", {});
+      publicKey.challenge = b64uToBuf(publicKey.challenge);
+      (publicKey.allowCredentials || []).forEach((c) => { c.id = b64uToBuf(c.id); });
+      const cred = await navigator.credentials.get({ publicKey });
+      const response = {
+        id: cred.id, rawId: bufToB64u(cred.rawId), type: cred.type,
+        response: {
+          clientDataJSON: bufToB64u(cred.response.clientDataJSON),
+          authenticatorData: bufToB64u(cred.response.authenticatorData),
+          signature: bufToB64u(cred.response.signature),
+          userHandle: cred.response.userHandle ? bufToB64u(cred.response.userHandle) : undefined
+        },
+        clientExtensionResults: {},
+        authenticatorAttachment: cred.authenticatorAttachment || undefined
+      };
+      const result = await post(base + "verify", { challengeId, response });
+      if (result.location) window.location.assign(result.location);
+      else status.textContent = "Approved. You can close this page.";
+    } catch (e) {
+      status.textContent = "Passkey approval failed: " + e.message;
+      button.disabled = false;
+    }
+  });
+})();
+`

@@ -1,4 +1,142 @@
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Agents } from "../agents/Service.ts"
 import { Api } from "../Api.ts"
+import { Config } from "../Config.ts"
+import { CurrentDeveloper } from "../platform/Auth.ts"
+import { err } from "../platform/Errors.ts"
+import { Keys } from "../platform/Keys.ts"
+import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { nowMillis, parseDuration } from "../platform/Time.ts"
+import { Grants, type GrantRecord, grantView } from "./Service.ts"
 
-export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) => handlers)
+const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
+  revoked_at, parent_grant_id, delegation_depth, created_at`
+
+export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
+  Effect.gen(function*() {
+    const grants = yield* Grants
+    const agents = yield* Agents
+    const keys = yield* Keys
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+
+    return handlers
+      .handle("list", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          const limit = pageLimit(urlParams.limit)
+          if (limit === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
+          const cursor = decodeCursor(urlParams.cursor)
+          if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+          const now = new Date(yield* nowMillis)
+          const conditions = ["developer_id = $1"]
+          const params: Array<unknown> = [developer.id]
+          const add = (clause: string, value: unknown) => {
+            params.push(value)
+            conditions.push(clause.replace("?", `$${params.length}`))
+          }
+          if (urlParams.agentId) add("agent_id = ?", urlParams.agentId)
+          if (urlParams.principalId) add("principal_id = ?", urlParams.principalId)
+          if (urlParams.status === "revoked") conditions.push("status = 'revoked'")
+          if (urlParams.status === "active") add("status = 'active' AND expires_at > ?", now)
+          if (urlParams.status === "expired") add("status = 'active' AND expires_at <= ?", now)
+          if (cursor) {
+            params.push(new Date(cursor.createdAt), cursor.id)
+            conditions.push(`(created_at, id) < ($${params.length - 1}, $${params.length})`)
+          }
+          params.push(limit + 1)
+          const rows = yield* sql.unsafe<GrantRecord>(
+            `SELECT ${GRANT_COLUMNS} FROM grants WHERE ${conditions.join(" AND ")}
+             ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+            params as any
+          ).pipe(Effect.orDie)
+          const { page, nextCursor } = toPage(rows, limit)
+          return { grants: page.map((g) => grantView(g, now.getTime())), nextCursor }
+        }))
+      .handle("get", ({ path }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          const grant = yield* grants.find(developer.id, path.id)
+          if (grant === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+          return grantView(grant, yield* nowMillis)
+        }))
+      .handle("revoke", ({ path }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          const revoked = yield* grants.revoke(developer.id, path.id)
+          if (revoked === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+          return HttpServerResponse.empty({ status: 204 })
+        }))
+      .handle("delegate", ({ payload }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          const ms = yield* nowMillis
+          const claims = yield* keys.verify(payload.parentGrantToken, Math.floor(ms / 1000)).pipe(
+            Effect.mapError(() => err.badRequest("INVALID_TOKEN", "parentGrantToken is not a valid grant token"))
+          )
+          if (claims.dev !== developer.id) return yield* Effect.fail(err.notFound("NOT_FOUND", "Parent grant not found"))
+          const status = yield* grants.tokenStatus(claims)
+          if (status !== "active") return yield* Effect.fail(err.badRequest("INVALID_TOKEN", `parentGrantToken is ${status}`))
+          const parent = (yield* grants.find(developer.id, claims.grnt))!
+          const subAgent = yield* agents.find(developer.id, payload.subAgentId)
+          if (subAgent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Sub-agent not found"))
+          if (subAgent.status !== "active") return yield* Effect.fail(err.forbidden("AGENT_SUSPENDED", "Sub-agent is suspended"))
+          if (payload.scopes.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "scopes must not be empty"))
+          const escalated = payload.scopes.filter((s) => !parent.scopes.includes(s))
+          if (escalated.length > 0) {
+            return yield* Effect.fail(err.forbidden("SCOPE_ESCALATION", `Scopes not held by the parent grant: ${escalated.join(", ")}`))
+          }
+          const depth = parent.delegationDepth + 1
+          if (depth > config.maxDelegationDepth) {
+            return yield* Effect.fail(err.forbidden("DELEGATION_DEPTH_EXCEEDED", `Delegation deeper than ${config.maxDelegationDepth} levels`))
+          }
+          let expiresAt = parent.expiresAt
+          if (payload.expiresIn !== undefined) {
+            const seconds = parseDuration(payload.expiresIn)
+            if (seconds === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
+            // never beyond the parent's expiry
+            expiresAt = new Date(Math.min(parent.expiresAt.getTime(), ms + seconds * 1000))
+          }
+          const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {
+            const grant = yield* grants.create({
+              developerId: developer.id,
+              agentId: subAgent.id,
+              principalId: parent.principalId,
+              scopes: [...new Set(payload.scopes)],
+              expiresAt,
+              audience: parent.audience,
+              parentGrantId: parent.id,
+              delegationDepth: depth
+            })
+            const token = yield* grants.issueToken(grant, { parentAgt: claims.agt, parentGrnt: parent.id })
+            return { grant, token }
+          })).pipe(Effect.orDie)
+          return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id }
+        }))
+      .handle("verify", ({ payload }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          const ms = yield* nowMillis
+          const claims = yield* keys.verify(payload.token, Math.floor(ms / 1000)).pipe(Effect.option)
+          if (claims._tag === "None" || claims.value.dev !== developer.id) return { valid: false as const }
+          if ((yield* grants.tokenStatus(claims.value)) !== "active") return { valid: false as const }
+          return {
+            valid: true as const,
+            grantId: claims.value.grnt,
+            scopes: [...claims.value.scp],
+            principal: claims.value.sub,
+            agent: claims.value.agt,
+            expiresAt: new Date(claims.value.exp * 1000).toISOString()
+          }
+        }))
+      .handle("revokeToken", ({ payload }) =>
+        Effect.gen(function*() {
+          const developer = yield* CurrentDeveloper
+          if (!(yield* grants.revokeToken(developer.id, payload.jti))) {
+            return yield* Effect.fail(err.notFound("NOT_FOUND", "Token not found"))
+          }
+          return HttpServerResponse.empty({ status: 204 })
+        }))
+  }))

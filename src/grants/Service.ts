@@ -49,13 +49,13 @@ export interface IssuedToken {
 export type TokenStatus = "active" | "revoked" | "expired" | "unknown"
 
 /** The public shape of a grant (GET /v1/grants/:id). */
-export const grantView = (g: GrantRecord) => ({
+export const grantView = (g: GrantRecord, nowMs: number) => ({
   grantId: g.id,
   agentId: g.agentId,
   principalId: g.principalId,
   developerId: g.developerId,
   scopes: [...g.scopes],
-  status: g.status === "active" && g.expiresAt.getTime() <= Date.now() ? "expired" as const : g.status,
+  status: g.status === "active" && g.expiresAt.getTime() <= nowMs ? "expired" as const : g.status,
   issuedAt: g.issuedAt.toISOString(),
   expiresAt: g.expiresAt.toISOString(),
   revokedAt: g.revokedAt?.toISOString() ?? null,

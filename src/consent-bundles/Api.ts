@@ -1,4 +1,89 @@
-/** Consent bundles (placeholder: endpoints land with the capability). */
-import { HttpApiGroup } from "@effect/platform"
+/** Consent bundles: offline authorization packages for on-device agents (interface: Consent bundles). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../platform/Auth.ts"
+import { BadRequest, Conflict, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import { RatePolicy } from "../platform/RateLimit.ts"
 
-export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles") {}
+const Jwk = Schema.Struct({ kty: Schema.String, kid: Schema.String, n: Schema.String, e: Schema.String, alg: Schema.String, use: Schema.String })
+
+export const BundleResponse = Schema.Struct({
+  bundleId: Schema.String,
+  grantToken: Schema.String,
+  jwksSnapshot: Schema.Struct({ keys: Schema.Array(Jwk), fetchedAt: Schema.String, validUntil: Schema.String }),
+  offlineAuditKey: Schema.Struct({ publicKey: Schema.String, privateKey: Schema.String, algorithm: Schema.String }),
+  checkpointAt: Schema.Number,
+  syncEndpoint: Schema.String,
+  offlineExpiresAt: Schema.String
+})
+
+export const BundleSummary = Schema.Struct({
+  id: Schema.String,
+  agentId: Schema.String,
+  userId: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  offlineExpiresAt: Schema.String,
+  status: Schema.Literal("active", "expired", "revoked"),
+  createdAt: Schema.String,
+  lastSyncAt: Schema.NullOr(Schema.String),
+  auditEntryCount: Schema.Number
+})
+
+const IdPath = Schema.Struct({ id: Schema.String })
+const Text = (max: number) => Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
+
+export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/consent-bundles")
+      .setPayload(Schema.Struct({
+        agentId: Text(100),
+        userId: Text(200),
+        scopes: Schema.Array(Text(200)).pipe(Schema.maxItems(100)),
+        offlineTTL: Schema.optional(Schema.String),
+        offlineAuditKeyAlgorithm: Schema.optional(Schema.String)
+      }))
+      .addSuccess(BundleResponse, { status: 201 })
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Unprocessable)
+      .annotate(RatePolicy, { routeLimit: 10 })
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/v1/consent-bundles")
+      .setUrlParams(Schema.Struct({
+        agentId: Schema.optional(Schema.String),
+        status: Schema.optional(Schema.Literal("active", "expired", "revoked")),
+        cursor: Schema.optional(Schema.String),
+        limit: Schema.optional(Schema.String)
+      }))
+      .addSuccess(Schema.Struct({ bundles: Schema.Array(BundleSummary), nextCursor: Schema.NullOr(Schema.String) }))
+      .addError(BadRequest)
+      .annotate(RatePolicy, { routeLimit: 100 })
+  )
+  .add(HttpApiEndpoint.get("get", "/v1/consent-bundles/:id").setPath(IdPath).addSuccess(BundleSummary).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("revoke", "/v1/consent-bundles/:id/revoke")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ bundleId: Schema.String, status: Schema.Literal("revoked"), revokedAt: Schema.String }))
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RatePolicy, { routeLimit: 20, developerBudget: "containment" })
+  )
+  .add(
+    HttpApiEndpoint.get("revocationStatus", "/v1/consent-bundles/:id/revocation-status")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ bundleId: Schema.String, status: Schema.Literal("active", "revoked"), revokedAt: Schema.NullOr(Schema.String) }))
+      .addError(NotFound)
+      .annotate(RatePolicy, { routeLimit: 100, developerBudget: "revocationStatus" })
+  )
+  .add(
+    HttpApiEndpoint.post("refresh", "/v1/consent-bundles/:id/refresh")
+      .setPath(IdPath)
+      .addSuccess(BundleResponse)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RatePolicy, { routeLimit: 10 })
+  )
+  .middleware(Authentication)
+  .addError(Unauthorized)
+{}

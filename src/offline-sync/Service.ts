@@ -1,4 +1,192 @@
-import { Layer } from "effect"
+/**
+ * Offline audit sync (interface: Offline audit sync; decisions §5).
+ *
+ * 1. The body is validated (400 INVALID_REQUEST) and counted (413 above 1000 entries) before any work.
+ * 2. Hashes are recomputed here and signatures checked on the verifier pool, outside any lock.
+ * 3. Under the bundle's row lock (concurrent syncs of one bundle take turns) each entry is judged in
+ *    order against the stored head: DUPLICATE_SEQ, INVALID_HASH, INVALID_SIGNATURE, SEQ_GAP,
+ *    BROKEN_CHAIN, else accepted. A rejected entry still serves as `prev` for the next one.
+ * 4. Accepted entries are inserted in one statement that also moves the head and the counters.
+ * Entries are stored for expired and revoked bundles too: what happened offline is never lost.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
+import { canonicalInput, RESULTS } from "../offline/canonical.ts"
+import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
+import { newId } from "../platform/Ids.ts"
+import { nowMillis } from "../platform/Time.ts"
+import { Verifier, VerifierLive } from "./Verifier.ts"
 
-/** The capability's services, provided to its handlers and to other capabilities. */
-export const OfflineSyncLive = Layer.empty
+export const MAX_ENTRIES = 1000
+
+export interface SignedEntry {
+  readonly seq: number
+  readonly timestamp: string
+  readonly action: string
+  readonly agentDID: string
+  readonly grantId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly result: string
+  readonly metadata?: unknown
+  readonly prevHash: string
+  readonly hash: string
+  readonly signature: string
+}
+
+export interface SyncResult {
+  readonly accepted: number
+  readonly rejected: number
+  readonly revocationStatus: "active" | "revoked"
+  readonly revokedAt: string | null
+  readonly errors: Array<{ seq: number; code: string; message: string }>
+}
+
+const invalid = (message: string) => err.badRequest("INVALID_REQUEST", message)
+
+const STRING_FIELDS = ["timestamp", "action", "agentDID", "grantId", "result", "prevHash", "hash", "signature"] as const
+
+/** Shape checks of decisions §5 step 1; the first problem is reported with its path. */
+export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entries: ReadonlyArray<SignedEntry> }, BadRequest | PayloadTooLarge> => {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return Effect.fail(invalid("Body must be a JSON object"))
+  const { bundleId, entries } = body as { bundleId?: unknown; entries?: unknown }
+  if (typeof bundleId !== "string" || bundleId.length === 0) return Effect.fail(invalid("bundleId is required"))
+  if (!Array.isArray(entries)) return Effect.fail(invalid("entries must be an array"))
+  if (entries.length > MAX_ENTRIES) {
+    return Effect.fail(err.payloadTooLarge("PAYLOAD_TOO_LARGE", `At most ${MAX_ENTRIES} entries per sync request`))
+  }
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i] as Record<string, unknown>
+    if (e === null || typeof e !== "object" || Array.isArray(e)) return Effect.fail(invalid(`entries[${i}] must be an object`))
+    if (typeof e.seq !== "number" || !Number.isSafeInteger(e.seq) || e.seq < 1) {
+      return Effect.fail(invalid(`entries[${i}].seq must be a positive integer`))
+    }
+    for (const field of STRING_FIELDS) {
+      if (typeof e[field] !== "string") return Effect.fail(invalid(`entries[${i}].${field} must be a string`))
+    }
+    if (!Array.isArray(e.scopes) || e.scopes.some((s) => typeof s !== "string")) {
+      return Effect.fail(invalid(`entries[${i}].scopes must be an array of strings`))
+    }
+    if (!(RESULTS as ReadonlyArray<string>).includes(e.result as string)) {
+      return Effect.fail(invalid(`entries[${i}].result must be one of ${RESULTS.join(", ")}`))
+    }
+  }
+  return Effect.succeed({ bundleId, entries: entries as ReadonlyArray<SignedEntry> })
+}
+
+const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
+
+export interface OfflineSyncService {
+  readonly sync: (developerId: string, body: unknown) => Effect.Effect<SyncResult, BadRequest | PayloadTooLarge | NotFound>
+}
+
+export class OfflineSync extends Context.Tag("agent-auth/OfflineSync")<OfflineSync, OfflineSyncService>() {}
+
+export const OfflineSyncServiceLive = Layer.effect(
+  OfflineSync,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const verifier = yield* Verifier
+
+    const sync: OfflineSyncService["sync"] = (developerId, body) =>
+      Effect.gen(function*() {
+        const { bundleId, entries } = yield* parseBody(body)
+        const keyRows = yield* sql<{ publicKeyPem: string }>`
+          SELECT k.public_key_pem FROM consent_bundle_audit_keys k JOIN consent_bundles b ON b.id = k.bundle_id
+          WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}`.pipe(Effect.orDie)
+        if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
+
+        // Outside the lock: recompute every hash here, check every signature on the pool.
+        const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
+        const signatureOk = yield* verifier.verify(entries.map((e) => e.hash), entries.map((e) => e.signature), keyRows.map((k) => k.publicKeyPem))
+
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const ms = yield* nowMillis
+          const [bundle] = yield* sql<{
+            headSeq: string
+            headHash: string
+            status: string
+            revokedAt: Date | null
+            grantStatus: string
+            grantRevokedAt: Date | null
+          }>`SELECT b.head_seq, b.head_hash, b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
+             FROM consent_bundles b JOIN grants g ON g.id = b.grant_id
+             WHERE b.id = ${bundleId} AND b.developer_id = ${developerId} FOR UPDATE OF b`
+          const seqs = [...new Set(entries.map((e) => e.seq))]
+          const existing = seqs.length === 0
+            ? []
+            : yield* sql.unsafe<{ seq: string; hash: string }>(
+              "SELECT seq, hash FROM offline_audit_entries WHERE bundle_id = $1 AND seq = ANY($2::bigint[])",
+              [bundleId, seqs as any]
+            )
+          const known = new Map(existing.map((r) => [Number(r.seq), r.hash]))
+          let prev = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
+          let head = prev
+          const errors: Array<{ seq: number; code: string; message: string }> = []
+          const toStore: Array<SignedEntry> = []
+          let accepted = 0
+          for (let i = 0; i < entries.length; i++) {
+            const e = entries[i]!
+            const stored = known.get(e.seq)
+            if (stored !== undefined) {
+              if (stored === e.hash) accepted++
+              else errors.push({ seq: e.seq, code: "DUPLICATE_SEQ", message: `Sequence number ${e.seq} already exists with a different hash` })
+            } else if (!hashOk[i]) {
+              errors.push({ seq: e.seq, code: "INVALID_HASH", message: "Recomputed hash differs from hash" })
+            } else if (signatureOk[i] !== 1) {
+              errors.push({ seq: e.seq, code: "INVALID_SIGNATURE", message: "Signature does not verify against the bundle's audit key" })
+            } else if (e.seq !== prev.seq + 1) {
+              errors.push({ seq: e.seq, code: "SEQ_GAP", message: `Expected sequence number ${prev.seq + 1}` })
+            } else if (e.prevHash !== prev.hash) {
+              errors.push({ seq: e.seq, code: "BROKEN_CHAIN", message: "prevHash differs from the previous entry's hash" })
+            } else {
+              toStore.push(e)
+              known.set(e.seq, e.hash)
+              accepted++
+              if (e.seq > head.seq) head = { seq: e.seq, hash: e.hash }
+            }
+            prev = { seq: e.seq, hash: e.hash }
+          }
+          const at = new Date(ms)
+          // One statement: the accepted entries, the head, lastSyncAt and auditEntryCount.
+          yield* sql.unsafe(
+            `WITH inserted AS (
+               INSERT INTO offline_audit_entries (id, bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
+                                                  result, metadata, prev_hash, hash, signature, received_at)
+               SELECT u.id, $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id,
+                      ARRAY(SELECT jsonb_array_elements_text(u.scopes::jsonb)), u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
+               FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                           $12::text[], $13::text[], $14::text[])
+                    AS u(id, seq, timestamp, action, agent_did, grant_id, scopes, result, metadata, prev_hash, hash, signature)
+               RETURNING 1
+             )
+             UPDATE consent_bundles SET
+               audit_entry_count = audit_entry_count + (SELECT count(*) FROM inserted),
+               head_seq = $15, head_hash = $16, last_sync_at = $3
+             WHERE id = $1`,
+            [
+              bundleId, developerId, at,
+              toStore.map(() => newId("oae", ms)), toStore.map((e) => e.seq), toStore.map((e) => e.timestamp),
+              toStore.map((e) => e.action), toStore.map((e) => e.agentDID), toStore.map((e) => e.grantId),
+              toStore.map((e) => JSON.stringify(e.scopes)), toStore.map((e) => e.result),
+              toStore.map((e) => (e.metadata === undefined ? null : JSON.stringify(e.metadata))),
+              toStore.map((e) => e.prevHash), toStore.map((e) => e.hash), toStore.map((e) => e.signature),
+              head.seq, head.hash
+            ] as any
+          )
+          const revokedAt = bundle!.revokedAt ?? (bundle!.grantStatus === "revoked" ? bundle!.grantRevokedAt : null)
+          return {
+            accepted,
+            rejected: errors.length,
+            revocationStatus: revokedAt === null ? "active" as const : "revoked" as const,
+            revokedAt: revokedAt?.toISOString() ?? null,
+            errors
+          }
+        })).pipe(Effect.orDie)
+      })
+
+    return { sync }
+  })
+)
+
+export const OfflineSyncLive = OfflineSyncServiceLive.pipe(Layer.provide(VerifierLive))

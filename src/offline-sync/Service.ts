@@ -156,13 +156,13 @@ export const OfflineSyncServiceLive = Layer.effect(
                SELECT u.id, $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id,
                       ARRAY(SELECT jsonb_array_elements_text(u.scopes::jsonb)), u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
                FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                           $12::text[], $13::text[], $14::text[])
+                           $12::text[], $13::text[], $14::text[], $15::text[])
                     AS u(id, seq, timestamp, action, agent_did, grant_id, scopes, result, metadata, prev_hash, hash, signature)
                RETURNING 1
              )
              UPDATE consent_bundles SET
                audit_entry_count = audit_entry_count + (SELECT count(*) FROM inserted),
-               head_seq = $15, head_hash = $16, last_sync_at = $3
+               head_seq = $16, head_hash = $17, last_sync_at = $3
              WHERE id = $1`,
             [
               bundleId, developerId, at,

@@ -79,7 +79,7 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
   if (parsed && typeof parsed === "object" && typeof parsed.code === "string" && typeof parsed.message === "string") {
     return errorResponse(response.status, parsed.code, parsed.message, requestId, headers, parsed.details)
   }
-  const code = STATUS_CODES[response.status] ?? (response.status >= 500 ? "INTERNAL_ERROR" : "BAD_REQUEST")
+  const code = response.status === 400 ? validationCode(path) : STATUS_CODES[response.status] ?? (response.status >= 500 ? "INTERNAL_ERROR" : "BAD_REQUEST")
   const message = response.status === 404
     ? "No such route"
     : response.status >= 500
@@ -199,7 +199,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
         Cause.isInterruptedOnly(cause)
           ? Effect.void
           : Effect.logError("request failed").pipe(
-            Effect.annotateLogs({ requestId, path, cause: Cause.pretty(cause, { renderErrorCause: false }) })
+            Effect.annotateLogs({ requestId, path, cause: Cause.pretty(cause, { renderErrorCause: true }) })
           )
       ),
       Effect.catchAllCause((cause) => Effect.succeed(responseForCause(cause, requestId, path)))

@@ -1,0 +1,188 @@
+/** Offline audit sync: per-entry outcomes, idempotency, chain continuity, concurrency, the device kit. */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import fc from "fast-check"
+import { hashEntry, OfflineAgent, type ConsentBundle, type SignedAuditEntry } from "../../src/offline/index.ts"
+import { startTestApp, type TestApp } from "../support/app.ts"
+import { createAgent } from "../support/fixtures.ts"
+
+let app: TestApp
+let dev: { apiKey: string; developerId: string }
+let agentId: string
+
+beforeAll(async () => {
+  app = await startTestApp({ env: { RATE_LIMIT_SCALE: "1000" } })
+  dev = await app.signup({ plan: "enterprise" })
+  agentId = await createAgent(app, dev.developerId, ["email:read"])
+})
+afterAll(() => app.stop())
+
+const newBundle = async (): Promise<ConsentBundle> =>
+  (await app.request("POST", "/v1/consent-bundles", { apiKey: dev.apiKey, body: { agentId, userId: "user_1", scopes: ["email:read"] } })).body
+
+const sync = (bundleId: string, entries: ReadonlyArray<unknown>, apiKey = dev.apiKey) =>
+  app.request("POST", "/v1/audit/offline-sync", { apiKey, body: { bundleId, entries } })
+
+const agentWith = async (n: number) => {
+  const bundle = await newBundle()
+  const agent = await OfflineAgent.load(bundle)
+  for (let i = 0; i < n; i++) agent.record(`email.read`, "success", i % 2 ? { i, nested: { z: 1, a: [1, "x"] } } : undefined)
+  return { bundle, agent, entries: agent.batches(1000)[0] ?? [] }
+}
+
+/** re-sign an entry after changing it, so only the intended check fails */
+const resign = (bundle: ConsentBundle, e: SignedAuditEntry, change: Partial<SignedAuditEntry>): SignedAuditEntry => {
+  const { hash: _h, signature: _s, ...fields } = { ...e, ...change }
+  const hash = hashEntry(fields)
+  const { ed25519 } = require("@noble/curves/ed25519.js")
+  const { ed25519SeedFromPkcs8 } = require("../../src/offline/index.ts")
+  const signature = Buffer.from(ed25519.sign(new TextEncoder().encode(hash), ed25519SeedFromPkcs8(bundle.offlineAuditKey.privateKey))).toString("hex")
+  return { ...fields, hash, signature } as SignedAuditEntry
+}
+
+describe("sync", () => {
+  test("a valid chain is accepted, counters kept, result shape exact; resend is idempotent", async () => {
+    const { bundle, agent, entries } = await agentWith(5)
+    const res = await sync(bundle.bundleId, entries)
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ accepted: 5, rejected: 0, revocationStatus: "active", revokedAt: null, errors: [] })
+    expect(agent.applySyncResult(entries, res.body)).toBe("synced")
+    const summary = (await app.request("GET", `/v1/consent-bundles/${bundle.bundleId}`, { apiKey: dev.apiKey })).body
+    expect(summary.auditEntryCount).toBe(5)
+    expect(summary.lastSyncAt).not.toBeNull()
+    const again = await sync(bundle.bundleId, entries)
+    expect(again.body).toEqual({ accepted: 5, rejected: 0, revocationStatus: "active", revokedAt: null, errors: [] })
+    const [{ n }] = await app.query<{ n: number }>("SELECT count(*)::int AS n FROM offline_audit_entries WHERE bundle_id = $1", [bundle.bundleId]) as any
+    expect(n).toBe(5)
+    // the chain continues across requests
+    for (let i = 0; i < 3; i++) agent.record("calendar.read", "auth_failure")
+    const next = await sync(bundle.bundleId, agent.batches()[0]!)
+    expect(next.body.accepted).toBe(3)
+    expect((await app.request("GET", `/v1/consent-bundles/${bundle.bundleId}`, { apiKey: dev.apiKey })).body.auditEntryCount).toBe(8)
+  })
+
+  test("one tampered entry in the middle is rejected and the later consistent entries are kept", async () => {
+    const { bundle, entries } = await agentWith(6)
+    const tampered = entries.map((e, i) => i === 2 ? { ...e, action: "email.delete" } : e)
+    const res = await sync(bundle.bundleId, tampered)
+    expect(res.body.accepted).toBe(5)
+    expect(res.body.rejected).toBe(1)
+    expect(res.body.errors).toEqual([{ seq: 3, code: "INVALID_HASH", message: expect.any(String) }])
+  })
+
+  test("each per-entry code: DUPLICATE_SEQ, INVALID_SIGNATURE, SEQ_GAP, BROKEN_CHAIN", async () => {
+    const { bundle, entries } = await agentWith(4)
+    await sync(bundle.bundleId, entries.slice(0, 2))
+    const dup = await sync(bundle.bundleId, [resign(bundle, entries[1]!, { action: "other" })])
+    expect(dup.body.errors.map((e: any) => e.code)).toEqual(["DUPLICATE_SEQ"])
+    const badSig = await sync(bundle.bundleId, [{ ...entries[2]!, signature: "ab".repeat(64) }])
+    expect(badSig.body.errors.map((e: any) => e.code)).toEqual(["INVALID_SIGNATURE"])
+    const gap = await sync(bundle.bundleId, [entries[3]!])
+    expect(gap.body.errors.map((e: any) => e.code)).toEqual(["SEQ_GAP"])
+    const broken = await sync(bundle.bundleId, [resign(bundle, entries[2]!, { prevHash: "f".repeat(64) })])
+    expect(broken.body.errors.map((e: any) => e.code)).toEqual(["BROKEN_CHAIN"])
+    const ok = await sync(bundle.bundleId, [entries[2]!, entries[3]!])
+    expect(ok.body).toMatchObject({ accepted: 2, rejected: 0 })
+  })
+
+  test("request errors: 400 INVALID_REQUEST, 401, 404 BUNDLE_NOT_FOUND, 413 over 1000 entries", async () => {
+    const { bundle, entries } = await agentWith(1)
+    for (const body of [{}, { bundleId: bundle.bundleId }, { bundleId: bundle.bundleId, entries: {} }, { bundleId: 1, entries: [] },
+      { bundleId: bundle.bundleId, entries: [{ ...entries[0], seq: "1" }] }, { bundleId: bundle.bundleId, entries: [{ ...entries[0], scopes: [1] }] },
+      { bundleId: bundle.bundleId, entries: [{ ...entries[0], hash: undefined }] }]) {
+      const res = await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, body })
+      expect(res.status).toBe(400)
+      expect(res.body.code).toBe("INVALID_REQUEST")
+    }
+    expect((await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, rawBody: "{nope" })).body.code).toBe("INVALID_REQUEST")
+    expect((await sync(bundle.bundleId, entries, "sk_live_invalidinvalidinvalidinvalid")).status).toBe(401)
+    const missing = await sync("bundle_missing", entries)
+    expect(missing.status).toBe(404)
+    expect(missing.body.code).toBe("BUNDLE_NOT_FOUND")
+    const other = await app.signup()
+    expect((await sync(bundle.bundleId, entries, other.apiKey)).body.code).toBe("BUNDLE_NOT_FOUND")
+    const tooMany = await sync(bundle.bundleId, Array.from({ length: 1001 }, () => ({})))
+    expect(tooMany.status).toBe(413)
+    expect(tooMany.body.code).toBe("PAYLOAD_TOO_LARGE")
+  })
+
+  test("revoked bundle: entries still stored, result says revoked, the kit wipes the bundle", async () => {
+    const { bundle, agent, entries } = await agentWith(3)
+    const revoked = await app.request("POST", `/v1/consent-bundles/${bundle.bundleId}/revoke`, { apiKey: dev.apiKey })
+    const res = await sync(bundle.bundleId, entries)
+    expect(res.body).toEqual({ accepted: 3, rejected: 0, revocationStatus: "revoked", revokedAt: revoked.body.revokedAt, errors: [] })
+    expect(agent.applySyncResult(entries, res.body)).toBe("wiped")
+    expect(agent.wiped).toBe(true)
+    expect(agent.state.bundle).toBeNull()
+    expect(() => agent.record("x", "success")).toThrow()
+  })
+
+  test("10 concurrent identical syncs store each entry once", async () => {
+    const { bundle, entries } = await agentWith(50)
+    const results = await Promise.all(Array.from({ length: 10 }, () => sync(bundle.bundleId, entries)))
+    expect(results.every((r) => r.status === 200 && r.body.accepted === 50 && r.body.rejected === 0)).toBe(true)
+    const rows = await app.query<{ n: number; c: number }>(
+      "SELECT (SELECT count(*)::int FROM offline_audit_entries WHERE bundle_id = $1) AS n, (SELECT audit_entry_count FROM consent_bundles WHERE id = $1) AS c",
+      [bundle.bundleId]
+    )
+    expect(rows[0]).toEqual({ n: 50, c: 50 })
+  })
+
+  test("the kit across two batches and a refresh: entries signed with the old key still accepted", async () => {
+    const bundle = await newBundle()
+    const agent = await OfflineAgent.load(bundle)
+    for (let i = 0; i < 7; i++) agent.record("email.read", "success", { i })
+    const [first, second] = agent.batches(5)
+    expect(first).toHaveLength(5)
+    expect(second).toHaveLength(2)
+    expect((await sync(bundle.bundleId, first!)).body.accepted).toBe(5)
+    agent.applySyncResult(first!, { accepted: 5, rejected: 0, revocationStatus: "active", revokedAt: null, errors: [] })
+    // refresh while two old-key entries are still pending
+    const refreshed = (await app.request("POST", `/v1/consent-bundles/${bundle.bundleId}/refresh`, { apiKey: dev.apiKey })).body
+    await agent.replaceBundle(refreshed)
+    agent.record("email.read", "success")
+    const pending = agent.batches()[0]!
+    expect(pending.map((e) => e.seq)).toEqual([6, 7, 8])
+    const res = await sync(bundle.bundleId, pending)
+    expect(res.body).toMatchObject({ accepted: 3, rejected: 0 })
+  })
+
+  test("property: any valid chain is fully accepted; any single-field mutation is rejected with the right code", async () => {
+    const bundle = await newBundle()
+    const agent = await OfflineAgent.load(bundle)
+    for (let i = 0; i < 4; i++) agent.record("email.read", "success", { i })
+    const chain = agent.batches()[0]!
+    // a fresh bundle per run would be slow; each run mutates one entry of a copy and syncs to a new bundle only when needed
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("seq", "timestamp", "action", "agentDID", "grantId", "scopes", "result", "metadata", "prevHash", "hash", "signature"),
+        fc.integer({ min: 0, max: 3 }),
+        async (field, index) => {
+          const target = await newBundle()
+          const a = await OfflineAgent.load(target)
+          for (let i = 0; i < 4; i++) a.record("email.read", "success", { i })
+          const entries = a.batches()[0]!.map((e) => ({ ...e })) as Array<any>
+          const e = entries[index]
+          const original = e[field]
+          e[field] = field === "seq" ? original + 10 : field === "scopes" ? [...original, "x"] : field === "metadata" ? { changed: true }
+            : field === "result" ? (original === "success" ? "auth_failure" : "success")
+            : field === "signature" ? (original[0] === "a" ? "b" : "a") + original.slice(1)
+            : field === "hash" ? (original[0] === "a" ? "b" : "a") + original.slice(1)
+            : original + "x"
+          const res = await sync(target.bundleId, entries)
+          expect(res.status).toBe(200)
+          const codes = res.body.errors.filter((x: any) => x.seq === e.seq).map((x: any) => x.code)
+          const expected = field === "signature" ? "INVALID_SIGNATURE" : "INVALID_HASH"
+          expect(codes).toEqual([expected])
+          // a mutated seq or hash is still the next entry's `prev`, so the next one is out of sequence or off the chain
+          const knockOn = index < 3 && (field === "seq" || field === "hash")
+          expect(res.body.accepted).toBe(knockOn ? 2 : 3)
+          if (knockOn) {
+            expect(res.body.errors.find((x: any) => x.seq === entries[index + 1].seq).code).toBe(field === "seq" ? "SEQ_GAP" : "BROKEN_CHAIN")
+          }
+        }
+      ),
+      { numRuns: 25 }
+    )
+    expect((await sync(bundle.bundleId, chain)).body.accepted).toBe(4)
+  }, 60_000)
+})

@@ -30,21 +30,23 @@ CREATE TABLE consent_bundle_audit_keys (
   PRIMARY KEY (bundle_id, public_key_pem)
 );
 
+-- Keyed by (bundle, seq): the idempotency key of the interface, and the only index a sync maintains.
+-- No foreign key: every insert runs under the bundle's row lock, and a per-row trigger check would
+-- cost more than the insert itself on a 1000-entry batch.
 CREATE TABLE offline_audit_entries (
-  id           text PRIMARY KEY,
-  bundle_id    text NOT NULL REFERENCES consent_bundles(id),
-  developer_id text NOT NULL REFERENCES developers(id),
+  bundle_id    text NOT NULL,
   seq          bigint NOT NULL,
+  developer_id text NOT NULL,
   timestamp    text NOT NULL,
   action       text NOT NULL,
   agent_did    text NOT NULL,
   grant_id     text NOT NULL,
-  scopes       text[] NOT NULL,
+  scopes       jsonb NOT NULL,
   result       text NOT NULL,
   metadata     text,
   prev_hash    text NOT NULL,
   hash         text NOT NULL,
   signature    text NOT NULL,
   received_at  timestamptz NOT NULL,
-  UNIQUE (bundle_id, seq)
+  PRIMARY KEY (bundle_id, seq)
 );

@@ -10,11 +10,10 @@
  * Entries are stored for expired and revoked bundles too: what happened offline is never lost.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { canonicalInput, RESULTS } from "../offline/canonical.ts"
 import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
-import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { Verifier, VerifierLive } from "./Verifier.ts"
 
@@ -96,9 +95,12 @@ export const OfflineSyncServiceLive = Layer.effect(
           WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}`.pipe(Effect.orDie)
         if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
 
-        // Outside the lock: recompute every hash here, check every signature on the pool.
+        // Hashes are recomputed here; signatures are checked on the verifier pool while the
+        // transaction below takes the lock and reads what is stored, so the two overlap.
         const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
-        const signatureOk = yield* verifier.verify(entries.map((e) => e.hash), entries.map((e) => e.signature), keyRows.map((k) => k.publicKeyPem))
+        const verification = yield* Effect.fork(
+          verifier.verify(entries.map((e) => e.hash), entries.map((e) => e.signature), keyRows.map((k) => k.publicKeyPem))
+        )
 
         return yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis
@@ -112,13 +114,18 @@ export const OfflineSyncServiceLive = Layer.effect(
           }>`SELECT b.head_seq, b.head_hash, b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
              FROM consent_bundles b JOIN grants g ON g.id = b.grant_id
              WHERE b.id = ${bundleId} AND b.developer_id = ${developerId} FOR UPDATE OF b`
-          const seqs = [...new Set(entries.map((e) => e.seq))]
-          const existing = seqs.length === 0
+          // what is stored in the batch's seq range (one primary-key range scan)
+          let low = Infinity
+          let high = -Infinity
+          for (const e of entries) {
+            if (e.seq < low) low = e.seq
+            if (e.seq > high) high = e.seq
+          }
+          const existing = entries.length === 0
             ? []
-            : yield* sql.unsafe<{ seq: string; hash: string }>(
-              "SELECT seq, hash FROM offline_audit_entries WHERE bundle_id = $1 AND seq = ANY($2::bigint[])",
-              [bundleId, seqs as any]
-            )
+            : yield* sql<{ seq: string; hash: string }>`
+              SELECT seq, hash FROM offline_audit_entries WHERE bundle_id = ${bundleId} AND seq BETWEEN ${low} AND ${high}`
+          const signatureOk = yield* Fiber.join(verification)
           const known = new Map(existing.map((r) => [Number(r.seq), r.hash]))
           let prev = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
           let head = prev
@@ -151,26 +158,27 @@ export const OfflineSyncServiceLive = Layer.effect(
           // One statement: the accepted entries, the head, lastSyncAt and auditEntryCount.
           yield* sql.unsafe(
             `WITH inserted AS (
-               INSERT INTO offline_audit_entries (id, bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
+               INSERT INTO offline_audit_entries (bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
                                                   result, metadata, prev_hash, hash, signature, received_at)
-               SELECT u.id, $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id,
-                      ARRAY(SELECT jsonb_array_elements_text(u.scopes::jsonb)), u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
-               FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                           $12::text[], $13::text[], $14::text[], $15::text[])
-                    AS u(id, seq, timestamp, action, agent_did, grant_id, scopes, result, metadata, prev_hash, hash, signature)
+               SELECT $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id, u.scopes,
+                      u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
+               FROM jsonb_to_recordset($4::jsonb)
+                    AS u(seq bigint, timestamp text, action text, agent_did text, grant_id text, scopes jsonb, result text,
+                         metadata text, prev_hash text, hash text, signature text)
                RETURNING 1
              )
              UPDATE consent_bundles SET
                audit_entry_count = audit_entry_count + (SELECT count(*) FROM inserted),
-               head_seq = $16, head_hash = $17, last_sync_at = $3
+               head_seq = $5, head_hash = $6, last_sync_at = $3
              WHERE id = $1`,
             [
               bundleId, developerId, at,
-              toStore.map(() => newId("oae", ms)), toStore.map((e) => e.seq), toStore.map((e) => e.timestamp),
-              toStore.map((e) => e.action), toStore.map((e) => e.agentDID), toStore.map((e) => e.grantId),
-              toStore.map((e) => JSON.stringify(e.scopes)), toStore.map((e) => e.result),
-              toStore.map((e) => (e.metadata === undefined ? null : JSON.stringify(e.metadata))),
-              toStore.map((e) => e.prevHash), toStore.map((e) => e.hash), toStore.map((e) => e.signature),
+              // one JSON document: serialised natively here and parsed natively by PostgreSQL
+              JSON.stringify(toStore.map((e) => ({
+                seq: e.seq, timestamp: e.timestamp, action: e.action, agent_did: e.agentDID, grant_id: e.grantId,
+                scopes: e.scopes, result: e.result, metadata: e.metadata === undefined ? null : JSON.stringify(e.metadata),
+                prev_hash: e.prevHash, hash: e.hash, signature: e.signature
+              }))),
               head.seq, head.hash
             ] as any
           )

@@ -1,2 +1,2 @@
--- reserved for its capability; replaced when it lands
+-- Webhook deliveries: the worker's claim scans pending rows by due time (index in 0001); nothing more needed.
 SELECT 1;

@@ -1,0 +1,57 @@
+/**
+ * Verifying a delivery on the receiving side. Portable (Web Crypto only), so it runs in Bun, Node,
+ * Deno, browsers and edge runtimes:
+ *
+ *   import { verifyWebhook } from "agent-auth-service/webhooks/verify"
+ *   const ok = await verifyWebhook(rawBody, request.headers, secret)
+ *
+ * Pass the raw request body (string or bytes) exactly as received, never re-serialised JSON.
+ * Checks `X-Service-Signature: sha256=<hex>` and, when present, the Standard Webhooks headers
+ * (`webhook-signature: v1,<base64>` over `id.timestamp.body`, timestamp within 5 minutes).
+ */
+const encoder = new TextEncoder()
+
+const hmac = async (secret: string, data: Uint8Array): Promise<Uint8Array> => {
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+  return new Uint8Array(await crypto.subtle.sign("HMAC", key, data as Uint8Array<ArrayBuffer>))
+}
+
+const toHex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
+const toBase64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes))
+
+/** Comparison whose time does not depend on where the strings differ. */
+const safeEqual = (a: string, b: string) => {
+  if (a.length !== b.length) return false
+  let diff = 0
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return diff === 0
+}
+
+const header = (headers: Record<string, string | undefined> | Headers, name: string): string | undefined => {
+  if (typeof (headers as Headers).get === "function") return (headers as Headers).get(name) ?? undefined
+  const record = headers as Record<string, string | undefined>
+  const key = Object.keys(record).find((k) => k.toLowerCase() === name)
+  return key === undefined ? undefined : record[key]
+}
+
+export const verifyWebhook = async (
+  rawBody: string | Uint8Array,
+  headers: Record<string, string | undefined> | Headers,
+  secret: string,
+  options: { toleranceSeconds?: number; nowSeconds?: number } = {}
+): Promise<boolean> => {
+  const body = typeof rawBody === "string" ? encoder.encode(rawBody) : rawBody
+  const given = header(headers, "x-service-signature")
+  if (given === undefined || !given.startsWith("sha256=")) return false
+  if (!safeEqual(given.slice(7).toLowerCase(), toHex(await hmac(secret, body)))) return false
+  const id = header(headers, "webhook-id")
+  const timestamp = header(headers, "webhook-timestamp")
+  const signatures = header(headers, "webhook-signature")
+  if (id === undefined && timestamp === undefined && signatures === undefined) return true
+  if (id === undefined || timestamp === undefined || signatures === undefined || !/^\d+$/.test(timestamp)) return false
+  const now = options.nowSeconds ?? Math.floor(Date.now() / 1000)
+  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return false
+  const signed = new Uint8Array([...encoder.encode(`${id}.${timestamp}.`), ...body])
+  const expected = toBase64(await hmac(secret, signed))
+  return signatures.split(" ").some((s) => s.startsWith("v1,") && safeEqual(s.slice(3), expected))
+}

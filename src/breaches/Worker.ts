@@ -1,4 +1,61 @@
-import { Layer } from "effect"
+/**
+ * The Board-deadline fiber (decisions §8), on only with DPDP_BREACH_DEADLINE_ALERTS_ENABLED=true.
+ * Every DPDP_BREACH_ALERT_INTERVAL_SECONDS (Effect Clock) it looks at breaches whose detailed report
+ * is still owed and emits dpdp.breach.board_report_due at the `approaching` stage (from the lead
+ * time before the due time) and at `overdue` (once past it). An alert row keyed by
+ * (breach, stage, due time) is inserted in the same transaction as the event and the audit entry,
+ * so each stage is alerted once per due time across all instances, and afresh when it moves.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Layer } from "effect"
+import { Config } from "../Config.ts"
+import { AuditChain } from "../platform/AuditChain.ts"
+import { Events } from "../platform/Events.ts"
+import { nowMillis } from "../platform/Time.ts"
+import { dueAt } from "./Service.ts"
 
-/** The capability's scheduled fiber (placeholder until it lands). */
-export const WorkerLive = Layer.empty
+/** One pass: returns the alerts it emitted. Tests drive it directly. */
+export const alertDeadlines = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* Config
+  const events = yield* Events
+  const audit = yield* AuditChain
+  const ms = yield* nowMillis
+  const leadMs = config.breaches.alertLeadMinutes * 60_000
+  const owed = yield* sql<{ id: string; developerId: string; awareAt: Date; extension: any }>`
+    SELECT id, developer_id, aware_at, extension FROM breaches
+    WHERE board_detailed_report_sent_at IS NULL AND status <> 'closed'`.pipe(Effect.orDie)
+  const emitted: Array<{ breachId: string; stage: "approaching" | "overdue" }> = []
+  for (const breach of owed) {
+    const due = dueAt(breach)
+    const stage = ms > due.getTime() ? "overdue" as const : ms >= due.getTime() - leadMs ? "approaching" as const : undefined
+    if (stage === undefined) continue
+    yield* sql.withTransaction(Effect.gen(function*() {
+      // the claim: only the instance whose insert lands sends the alert
+      const claimed = yield* sql`
+        INSERT INTO breach_deadline_alerts (breach_id, stage, due_at, created_at)
+        VALUES (${breach.id}, ${stage}, ${due}, ${new Date(ms)}) ON CONFLICT DO NOTHING RETURNING breach_id`
+      if (claimed.length === 0) return
+      const data = { breachId: breach.id, stage, overdue: stage === "overdue", boardDetailedReportDueAt: due.toISOString() }
+      yield* events.emit(breach.developerId, "dpdp.breach.board_report_due", data)
+      yield* audit.append({ developerId: breach.developerId, action: "service.dpdp.breach_deadline_alerted", metadata: data })
+      emitted.push({ breachId: breach.id, stage })
+    })).pipe(Effect.orDie)
+  }
+  return emitted
+})
+
+export const WorkerLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const config = yield* Config
+    if (!config.breaches.deadlineAlertsEnabled) return
+    yield* Effect.gen(function*() {
+      for (;;) {
+        yield* alertDeadlines.pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("breach deadline pass failed").pipe(Effect.annotateLogs({ cause: String(cause).slice(0, 500) })))
+        )
+        yield* Effect.sleep(Duration.seconds(config.breaches.alertIntervalSeconds))
+      }
+    }).pipe(Effect.forkScoped)
+  })
+)

@@ -103,12 +103,15 @@ export const startTestApp = async (options: TestAppOptions = {}): Promise<TestAp
     REDIS_KEY_PREFIX: redisKeyPrefix,
     ...options.env
   })
-  const extra = options.testClock ? (TestContext.TestContext as Layer.Layer<any>) : undefined
+  // The clock is set before any layer starts, so scheduled fibers begin at the test's start time
+  // (setting it afterwards would replay every poll since 1970).
+  const extra = options.testClock
+    ? Layer.effectDiscard(TestClock.setTime(options.startTime ?? Date.parse("2026-11-22T10:00:00.000Z"))).pipe(
+      Layer.provideMerge(TestContext.TestContext as Layer.Layer<any>)
+    )
+    : undefined
   const server = await startServer(config, { workers: options.workers ?? false, extra: extra as any })
   const url = server.url
-  if (options.testClock) {
-    await server.run(TestClock.setTime(options.startTime ?? Date.parse("2026-11-22T10:00:00.000Z")))
-  }
   const request = async <T>(method: string, path: string, o: RequestOptions = {}): Promise<TestResponse<T>> => {
     const headers: Record<string, string> = { ...o.headers }
     if (o.apiKey !== undefined) headers.authorization = `Bearer ${o.apiKey}`

@@ -4,7 +4,7 @@
  * src/authorization/Service.ts provides exactly this interface; this port keeps the passkey code
  * independent of the rest of that service.
  */
-import { SqlClient } from "@effect/sql"
+import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Context, Effect, Layer } from "effect"
 import type { ApiError } from "../platform/Errors.ts"
 
@@ -31,19 +31,11 @@ export interface ApprovalService {
 
 export class Approval extends Context.Tag("agent-auth/PasskeyApproval")<Approval, ApprovalService>() {}
 
-/** Interim: reads pending requests directly; approval needs the authorization service. */
+/** Delegates to the authorization capability, which owns requests, grants and codes. */
 export const ApprovalLive = Layer.effect(
   Approval,
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return {
-      getPendingRequest: (authRequestId) =>
-        sql<PendingRequest>`SELECT id, developer_id, agent_id, principal_id, scopes, expires_at FROM auth_requests
-                            WHERE id = ${authRequestId} AND status = 'pending'`.pipe(
-          Effect.map((rows) => rows[0]),
-          Effect.orDie
-        ),
-      approveRequest: () => Effect.dieMessage("the authorization service is not available")
-    }
-  })
-)
+  Effect.map(Authorization, (authorization) => ({
+    getPendingRequest: (authRequestId) => authorization.getPendingRequest(authRequestId),
+    approveRequest: (authRequestId, options) => authorization.approveRequest(authRequestId, options)
+  }))
+).pipe(Layer.provide(AuthorizationLive))

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { Clock, Effect } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { newId } from "../../src/platform/Ids.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -53,8 +54,6 @@ const enrol = async (principalId: string, apiKey = dev.apiKey) => {
 }
 
 const assertOptions = (authRequestId: string, apiKey = dev.apiKey) => post("/v1/webauthn/assert/options", { authRequestId }, apiKey)
-
-import { Clock, Effect } from "effect"
 
 describe("registration", () => {
   test("options: challenge, RP, user handle, user verification required, attestation none", async () => {
@@ -251,7 +250,8 @@ describe("assertion verification", () => {
     const res = await verify(options.body.challengeId, authenticator.assert(options.body.publicKey))
     expect(res.status).toBe(200)
     const now = await app.run(Clock.currentTimeMillis)
-    expect(res.body).toMatchObject({
+    // (a copy: bun's toMatchObject writes its matchers into the object it checks)
+    expect(structuredClone(res.body)).toMatchObject({
       verified: true,
       grantId: expect.stringMatching(/^grnt_/),
       fidoEvidence: { credentialId: authenticator.id, authenticatorType: "platform", userVerified: true, assertedAt: new Date(now).toISOString() },
@@ -278,6 +278,17 @@ describe("assertion verification", () => {
     const replay = await verify(options.body.challengeId, assertion)
     expect(replay.status).toBe(400)
     expect(replay.body.code).toBe("INVALID_CHALLENGE")
+  })
+
+  test("concurrent use of one challenge: exactly one attempt proceeds", async () => {
+    const { authenticator } = await enrol("jill")
+    const areq = await pendingRequest("jill")
+    const options = await assertOptions(areq)
+    const assertion = authenticator.assert(options.body.publicKey)
+    const results = await Promise.all(Array.from({ length: 5 }, () => verify(options.body.challengeId, assertion)))
+    expect(results.map((r) => r.status).sort()).toEqual([200, 400, 400, 400, 400])
+    expect(results.filter((r) => r.status === 400).every((r) => r.body.code === "INVALID_CHALLENGE")).toBe(true)
+    expect(await app.query(`SELECT 1 FROM grants WHERE principal_id = 'jill'`)).toHaveLength(1)
   })
 
   test("a wrong origin is refused: 400 VERIFICATION_FAILED, and the challenge is spent", async () => {

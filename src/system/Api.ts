@@ -38,4 +38,6 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(Unauthorized)
   )
   .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown))
+  // browsers ask for it on every page (the consent page): answered empty rather than 404
+  .add(HttpApiEndpoint.get("favicon", "/favicon.ico").addSuccess(Schema.Void, { status: 204 }).annotate(RatePolicy, { exempt: true }))
 {}

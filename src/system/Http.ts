@@ -45,4 +45,5 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
           return HttpServerResponse.text(metrics.render(), { contentType: "text/plain; version=0.0.4" }) as any
         }))
       .handle("openapi", () => Effect.succeed(spec))
+      .handle("favicon", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: { "cache-control": "public, max-age=86400" } })))
   }))

@@ -17,8 +17,8 @@ import { nowMillis } from "../platform/Time.ts"
 import { send, signDelivery } from "./Delivery.ts"
 import { Webhooks } from "./Service.ts"
 
-/** How long a claim is ours: longer than any attempt (timeout 10 s) can take. */
-const LEASE_MS = 60_000
+/** How long a claim is ours: longer than any attempt can take (the send timeout plus a margin). */
+const leaseMs = (timeoutSeconds: number) => timeoutSeconds * 1000 + 5_000
 const BATCH = 50
 
 export interface RoundResult {
@@ -34,7 +34,7 @@ export const deliverDue = Effect.gen(function*() {
   const webhooks = yield* Webhooks
   const ms = yield* nowMillis
   const now = new Date(ms)
-  const leaseUntil = new Date(ms + LEASE_MS)
+  const leaseUntil = new Date(ms + leaseMs(config.webhooks.timeoutSeconds))
   const claimed = yield* sql<{
     id: string
     attempts: number

@@ -1,0 +1,56 @@
+/**
+ * Issue 5: events emitted and delivered per second to a local receiver, and what emitting adds to
+ * the request that causes it (a transaction with Events.emit versus the same transaction without).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Events } from "../../src/platform/Events.ts"
+import { deliverDue } from "../../src/webhooks/Worker.ts"
+import { percentile, row, startBenchServer } from "./support.ts"
+
+export async function run() {
+  const server = await startBenchServer()
+  let received = 0
+  const receiver = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: async (r) => (await r.arrayBuffer(), received++, new Response(null, { status: 204 })) })
+  try {
+    const { apiKey, developerId } = await fetch(`${server.url}/v1/signup`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "bench" }) }).then((r) => r.json() as any)
+    await fetch(`${server.url}/v1/webhooks`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hook`, events: ["grant.created"] })
+    })
+    // emit cost: one small transaction with and without the event
+    const time = async (withEvent: boolean) => {
+      const samples: Array<number> = []
+      for (let i = 0; i < 300; i++) {
+        const t = performance.now()
+        await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(Effect.gen(function*() {
+          yield* sql`UPDATE developers SET updated_at = now() WHERE id = ${developerId}`
+          if (withEvent) yield* Effect.flatMap(Events, (e) => e.emit(developerId, "grant.created", { grantId: `g${i}` }))
+        }))))
+        samples.push(performance.now() - t)
+      }
+      return percentile(samples.sort((a, b) => a - b), 50)
+    }
+    const without = await time(false)
+    const withEmit = await time(true)
+    row("transaction p50 ms without / with Events.emit", `${without.toFixed(2)} / ${withEmit.toFixed(2)}`)
+    row("emit cost added to the request, ms (p50)", (withEmit - without).toFixed(2))
+    // deliver the backlog (300 events) and then 2000 more, draining with the worker's own round
+    for (let i = 0; i < 2000; i++) await server.run(Effect.flatMap(Events, (e) => e.emit(developerId, "grant.created", { grantId: `x${i}` })))
+    const started = performance.now()
+    for (;;) {
+      const round = await server.run(deliverDue)
+      if (round.claimed === 0) break
+    }
+    const seconds = (performance.now() - started) / 1000
+    const perSecond = Math.round(received / seconds)
+    row("webhook deliveries/s to a local receiver", perSecond)
+    return { emitCostMs: Number((withEmit - without).toFixed(2)), deliveriesPerSecond: perSecond, delivered: received }
+  } finally {
+    receiver.stop(true)
+    await server.stop()
+  }
+}
+
+if (import.meta.main) await run()

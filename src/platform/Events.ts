@@ -29,6 +29,20 @@ export type EventType = typeof EVENT_TYPES[number]
 
 export const DELIVERY_CHANNEL = "webhook_deliveries"
 
+/**
+ * In-process nudge for the delivery fiber, for where LISTEN/NOTIFY is not available (embedded
+ * PGlite). It fires a moment after an emit that created deliveries, by when the emitting
+ * transaction has normally committed; the poll catches any it misses.
+ */
+const deliveryListeners = new Set<() => void>()
+export const onDeliveriesQueued = (listener: () => void): (() => void) => {
+  deliveryListeners.add(listener)
+  return () => deliveryListeners.delete(listener)
+}
+const nudge = () => {
+  for (const listener of deliveryListeners) setTimeout(listener, 100)
+}
+
 export interface EmittedEvent {
   readonly id: string
   readonly type: EventType
@@ -72,7 +86,10 @@ export const EventsLive = Layer.effect(
             RETURNING 1
           )
           SELECT count(*)::int AS deliveries FROM inserted`
-        if (Number(rows[0]?.deliveries ?? 0) > 0) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
+        if (Number(rows[0]?.deliveries ?? 0) > 0) {
+          yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
+          nudge()
+        }
         return { id, type, createdAt: at.toISOString(), data }
       })).pipe(Effect.orDie)
     const emitMany: EventsService["emitMany"] = (items) =>
@@ -100,6 +117,7 @@ export const EventsLive = Layer.effect(
             config.webhooks.maxAttempts] as any
         )
         for (const row of rows) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${row.developerId})`
+        if (rows.length > 0) nudge()
         return items.map((i, n) => ({ id: ids[n]!, type: i.type, createdAt: at.toISOString(), data: i.data }))
       })).pipe(Effect.orDie)
     return { emit, emitMany }

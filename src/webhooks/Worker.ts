@@ -12,7 +12,8 @@ import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer, Queue, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
-import { DELIVERY_CHANNEL } from "../platform/Events.ts"
+import { isEmbeddedDatabase } from "../platform/Database.ts"
+import { DELIVERY_CHANNEL, onDeliveriesQueued } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { send, signDelivery } from "./Delivery.ts"
 import { Webhooks } from "./Service.ts"
@@ -99,9 +100,12 @@ export const WorkerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* Config
     const wake = yield* Queue.sliding<void>(1)
+    const unsubscribe = onDeliveriesQueued(() => Queue.unsafeOffer(wake, undefined))
+    yield* Effect.addFinalizer(() => Effect.sync(unsubscribe))
     // Wake on commit of an emitting transaction, on any instance (PostgreSQL LISTEN/NOTIFY).
+    // (Not in embedded mode: PGlite serves one connection, which LISTEN would hold for good.)
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    if (pg._tag === "Some") {
+    if (pg._tag === "Some" && !isEmbeddedDatabase(config.databaseUrl)) {
       yield* pg.value.listen(DELIVERY_CHANNEL).pipe(
         Stream.runForEach(() => Queue.offer(wake, undefined)),
         Effect.retry({ schedule: Schedule.spaced("5 seconds") }),

@@ -10,6 +10,7 @@ import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { makeCoalescer } from "../vault/Coalesce.ts"
 
 export interface GrantRecord {
   readonly id: string
@@ -83,6 +84,13 @@ export interface GrantsService {
   readonly tokenStatus: (claims: GrantTokenClaims) => Effect.Effect<TokenStatus>
   /** revokes one token by jti (the developer's own); false when unknown */
   readonly revokeToken: (developerId: string, jti: string) => Effect.Effect<boolean>
+}
+
+interface TokenRow {
+  readonly status: string
+  readonly expiresAt: Date
+  readonly revokedAt: Date | null
+  readonly developerId: string
 }
 
 export class Grants extends Context.Tag("agent-auth/Grants")<Grants, GrantsService>() {}
@@ -182,20 +190,36 @@ export const GrantsServiceLive = Layer.effect(
         return ids
       })).pipe(Effect.orDie)
 
+    // Online checks of concurrent requests share one query (batched by the coalescer): the hot
+    // path of token verification and vault exchange pays a fraction of a round trip each.
+    const lookupTokens = makeCoalescer<{ grnt: string; jti: string }, TokenRow | undefined>(
+      (keys) =>
+        sql.unsafe<TokenRow & { grnt: string; jti: string }>(
+          `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at
+           FROM unnest($1::text[], $2::text[]) AS k(grnt, jti)
+           JOIN grants g ON g.id = k.grnt
+           LEFT JOIN grant_tokens t ON t.jti = k.jti`,
+          [keys.map((k) => k.grnt), keys.map((k) => k.jti)] as any
+        ).pipe(
+          Effect.map((rows) => {
+            const byKey = new Map(rows.map((r) => [`${r.grnt}\u0000${r.jti}`, r]))
+            return keys.map((k) => byKey.get(`${k.grnt}\u0000${k.jti}`))
+          }),
+          Effect.orDie
+        ),
+      { parallel: 4 }
+    )
+
     const tokenStatus = (claims: GrantTokenClaims) =>
       Effect.gen(function*() {
         const ms = yield* nowMillis
         if (claims.exp * 1000 <= ms) return "expired" as const
-        const rows = yield* sql<{ status: string; expiresAt: Date; revokedAt: Date | null; developerId: string }>`
-          SELECT g.status, g.expires_at, t.revoked_at, g.developer_id
-          FROM grants g LEFT JOIN grant_tokens t ON t.jti = ${claims.jti}
-          WHERE g.id = ${claims.grnt}`
-        const row = rows[0]
+        const row = yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti })
         if (row === undefined || row.developerId !== claims.dev) return "unknown" as const
         if (row.status !== "active" || row.revokedAt !== null) return "revoked" as const
         if (row.expiresAt.getTime() <= ms) return "expired" as const
         return "active" as const
-      }).pipe(Effect.orDie)
+      })
 
     const revokeToken = (developerId: string, jti: string) =>
       Effect.gen(function*() {

@@ -216,3 +216,20 @@ test("POST /v1/authorize: the 10th request in a minute passes, the 11th is limit
     await limited.stop()
   }
 })
+
+test("a refreshed token carries the grant's remaining budget in bdg", async () => {
+  const budgetApp = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" } })
+  try {
+    const d = await budgetApp.signup({ plan: "enterprise", mode: "sandbox" })
+    const agent = (await budgetApp.request("POST", "/v1/agents", { apiKey: d.apiKey, body: { name: "B", scopes: ["pay:write"] } })).body
+    const auth = (await budgetApp.request("POST", "/v1/authorize", { apiKey: d.apiKey, body: { agentId: agent.agentId, principalId: "p", scopes: ["pay:write"] } })).body
+    const token = (await budgetApp.request("POST", "/v1/token", { apiKey: d.apiKey, body: { code: auth.code, agentId: agent.agentId } })).body
+    expect((await budgetApp.request("POST", "/v1/budget/allocate", { apiKey: d.apiKey, body: { grantId: token.grantId, initialBudget: 100 } })).status).toBe(201)
+    expect((await budgetApp.request("POST", "/v1/budget/debit", { apiKey: d.apiKey, body: { grantId: token.grantId, amount: 12.5 } })).status).toBe(200)
+    const refreshed = (await budgetApp.request("POST", "/v1/token/refresh", { apiKey: d.apiKey, body: { refreshToken: token.refreshToken, agentId: agent.agentId } })).body
+    const claims = JSON.parse(Buffer.from(refreshed.grantToken.split(".")[1], "base64url").toString())
+    expect(claims.bdg).toBe(87.5)
+  } finally {
+    await budgetApp.stop()
+  }
+})

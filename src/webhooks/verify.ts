@@ -51,7 +51,10 @@ export const verifyWebhook = async (
   if (id === undefined || timestamp === undefined || signatures === undefined || !/^\d+$/.test(timestamp)) return false
   const now = options.nowSeconds ?? Math.floor(Date.now() / 1000)
   if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return false
-  const signed = new Uint8Array([...encoder.encode(`${id}.${timestamp}.`), ...body])
+  const prefix = encoder.encode(`${id}.${timestamp}.`)
+  const signed = new Uint8Array(prefix.length + body.length)
+  signed.set(prefix)
+  signed.set(body, prefix.length)
   const expected = toBase64(await hmac(secret, signed))
   return signatures.split(" ").some((s) => s.startsWith("v1,") && safeEqual(s.slice(3), expected))
 }

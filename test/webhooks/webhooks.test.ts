@@ -53,7 +53,7 @@ describe("delivery", () => {
     const receiver = startReceiver((n) => (n <= 2 ? 500 : 204))
     try {
       const hook = (await register(receiver.url, ["grant.created"], d.apiKey)).body
-      const event = await emit(d.developerId, { grantId: "grnt_1", scopes: ["a"] })
+      const event = await emit(d.developerId, { grantId: "grnt_1", scopes: ["a"], note: "café ✓ 🔑" })
       expect((await round()).delivered).toBe(0)
       let [delivery] = await deliveries(hook.id, d.apiKey)
       expect(delivery).toMatchObject({ status: "pending", attempts: 1, lastResponseStatus: 500, lastError: "receiver answered 500" })
@@ -66,12 +66,22 @@ describe("delivery", () => {
       expect(delivery).toMatchObject({ status: "delivered", attempts: 3, lastResponseStatus: 204, eventId: event.id, eventType: "grant.created" })
       expect(receiver.received).toHaveLength(3)
       const last = receiver.received[2]!
-      expect(JSON.parse(last.body)).toEqual({ id: event.id, type: "grant.created", createdAt: event.createdAt, data: { grantId: "grnt_1", scopes: ["a"] } })
+      expect(JSON.parse(last.body)).toEqual({ id: event.id, type: "grant.created", createdAt: event.createdAt, data: { grantId: "grnt_1", scopes: ["a"], note: "café ✓ 🔑" } })
       expect(last.headers.get("user-agent")).toBe("Service-Webhooks/0.1")
       expect(last.headers.get("content-type")).toBe("application/json")
       expect(last.headers.get("webhook-id")).toBe(event.id)
       const now = Math.floor((Date.parse("2026-11-22T10:00:00Z") + 90_000) / 1000)
+      // over the raw bytes as received (multi-byte UTF-8 in the body), and over the same text
+      expect(last.raw.length).toBeGreaterThan(last.body.length)
+      expect(await verifyWebhook(last.raw, last.headers, hook.secret, { nowSeconds: now })).toBe(true)
       expect(await verifyWebhook(last.body, last.headers, hook.secret, { nowSeconds: now })).toBe(true)
+      const { createHmac } = await import("node:crypto")
+      expect(last.headers.get("x-service-signature")).toBe(`sha256=${createHmac("sha256", hook.secret).update(last.raw).digest("hex")}`)
+      expect(Number(last.headers.get("webhook-timestamp"))).toBe(now)
+      // a re-serialised body (key order changed) does not verify
+      const reordered = JSON.stringify({ type: JSON.parse(last.body).type, ...JSON.parse(last.body) })
+      expect(reordered).not.toBe(last.body)
+      expect(await verifyWebhook(reordered, last.headers, hook.secret, { nowSeconds: now })).toBe(false)
       expect(await verifyWebhook(last.body.replace("grnt_1", "grnt_2"), last.headers, hook.secret, { nowSeconds: now })).toBe(false)
       expect(await verifyWebhook(last.body, last.headers, "wrong", { nowSeconds: now })).toBe(false)
       // each attempt is signed afresh

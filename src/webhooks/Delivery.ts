@@ -39,12 +39,52 @@ const describe = (e: unknown) => {
   return (err?.code ?? err?.message ?? "network error").toString().slice(0, 200)
 }
 
+const outcomeOf = (status: number): Outcome =>
+  status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `receiver answered ${status}` }
+
+/**
+ * POST to `url` over TLS, connecting to `address` (already checked) rather than resolving the host
+ * again; the certificate is still verified for the URL's host name (`servername`). `ca` is for tests.
+ */
+export const postPinned = (
+  target: URL,
+  address: string,
+  body: string,
+  headers: SignedHeaders,
+  options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal }
+): Promise<Outcome> =>
+  new Promise<Outcome>((resolve) => {
+    const req = httpsRequest({
+      host: address,
+      port: target.port || 443,
+      path: `${target.pathname}${target.search}`,
+      method: "POST",
+      servername: target.hostname,
+      headers: { ...headers, host: target.host, "content-length": String(Buffer.byteLength(body)) },
+      timeout: options.timeoutMs,
+      ...(options.ca === undefined ? {} : { ca: options.ca })
+    }, (res) => {
+      res.resume()
+      resolve(outcomeOf(res.statusCode ?? 0))
+    })
+    const abort = () => req.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" }))
+    options.signal?.addEventListener("abort", abort, { once: true })
+    req.on("timeout", abort)
+    req.on("error", (e) => resolve({ ok: false, status: null, error: describe(e) }))
+    req.on("close", () => options.signal?.removeEventListener("abort", abort))
+    req.end(body)
+  })
+
+/**
+ * One attempt, finished (successfully or not) within `timeoutMs` in all, name resolution included.
+ */
 export const send = async (
   url: string,
   body: string,
   headers: SignedHeaders,
   options: { timeoutMs: number; allowPrivateHosts: boolean }
 ): Promise<Outcome> => {
+  const deadline = AbortSignal.timeout(options.timeoutMs)
   if (options.allowPrivateHosts) {
     try {
       const response = await fetch(url, {
@@ -52,36 +92,26 @@ export const send = async (
         headers: headers as unknown as Record<string, string>,
         body,
         redirect: "manual",
-        signal: AbortSignal.timeout(options.timeoutMs)
+        signal: deadline
       })
       await response.arrayBuffer().catch(() => undefined)
-      return response.status >= 200 && response.status < 300
-        ? { ok: true, status: response.status }
-        : { ok: false, status: response.status, error: `receiver answered ${response.status}` }
+      return outcomeOf(response.status)
     } catch (e) {
       return { ok: false, status: null, error: describe(e) }
     }
   }
-  const target = new URL(url)
+  let target: URL
+  try {
+    target = new URL(url)
+  } catch {
+    return { ok: false, status: null, error: "receiver url is not valid" }
+  }
   if (target.protocol !== "https:") return { ok: false, status: null, error: "receiver url must use https" }
-  const resolved = await resolvePublic(target.hostname)
+  const timedOut = new Promise<{ ok: false; status: null; error: string }>((resolve) =>
+    deadline.addEventListener("abort", () => resolve({ ok: false, status: null, error: "timed out" }), { once: true })
+  )
+  const resolved = await Promise.race([resolvePublic(target.hostname), timedOut])
+  if ("error" in resolved) return resolved
   if (!resolved.ok) return { ok: false, status: null, error: resolved.reason }
-  return new Promise<Outcome>((resolve) => {
-    const req = httpsRequest({
-      host: resolved.address,
-      port: target.port || 443,
-      path: `${target.pathname}${target.search}`,
-      method: "POST",
-      servername: target.hostname,
-      headers: { ...headers, host: target.host, "content-length": String(Buffer.byteLength(body)) },
-      timeout: options.timeoutMs
-    }, (res) => {
-      res.resume()
-      const status = res.statusCode ?? 0
-      resolve(status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `receiver answered ${status}` })
-    })
-    req.on("timeout", () => req.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" })))
-    req.on("error", (e) => resolve({ ok: false, status: null, error: describe(e) }))
-    req.end(body)
-  })
+  return postPinned(target, resolved.address, body, headers, { timeoutMs: options.timeoutMs, signal: deadline })
 }

@@ -18,9 +18,14 @@ import { nowMillis } from "../platform/Time.ts"
 import { send, signDelivery } from "./Delivery.ts"
 import { Webhooks } from "./Service.ts"
 
-/** How long a claim is ours: longer than any attempt can take (the send timeout plus a margin). */
-const leaseMs = (timeoutSeconds: number) => timeoutSeconds * 1000 + 5_000
-const BATCH = 50
+/**
+ * How long a claim is ours: longer than any attempt can take (the send timeout, which bounds name
+ * resolution and the request together, plus a margin for recording the outcome). Every claimed row
+ * is sent at once (BATCH is the bound on concurrent sends), so no send starts late in its lease.
+ */
+const LEASE_MARGIN_MS = 5_000
+const leaseMs = (timeoutSeconds: number) => timeoutSeconds * 1000 + LEASE_MARGIN_MS
+export const BATCH = 50
 
 export interface RoundResult {
   readonly claimed: number
@@ -68,6 +73,12 @@ export const deliverDue = Effect.gen(function*() {
       const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
       const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
       const sentAt = yield* nowMillis
+      if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
+        // too little of the lease is left to finish this send (a slow round): hand the row back
+        // unsent rather than risk another instance sending it too once the lease runs out
+        yield* sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
+        return
+      }
       const outcome = secret === undefined
         ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
         : yield* Effect.promise(() =>
@@ -82,7 +93,7 @@ export const deliverDue = Effect.gen(function*() {
         delivered++
         yield* sql`UPDATE webhook_deliveries SET status = 'delivered', attempts = ${attempts}, last_response_status = ${outcome.status},
                      last_error = NULL, delivered_at = ${at}, lease_until = NULL, updated_at = ${at}
-                   WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
+                   WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
       } else {
         failedAttempts++
         const final = attempts >= d.maxAttempts
@@ -90,9 +101,9 @@ export const deliverDue = Effect.gen(function*() {
         yield* sql`UPDATE webhook_deliveries SET status = ${final ? "failed" : "pending"}, attempts = ${attempts},
                      last_response_status = ${outcome.status}, last_error = ${outcome.error},
                      next_attempt_at = ${final ? at : next}, lease_until = NULL, updated_at = ${at}
-                   WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
+                   WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
       }
-    }).pipe(Effect.orDie), { concurrency: 16, discard: true })
+    }).pipe(Effect.orDie), { concurrency: BATCH, discard: true })
   return { claimed: claimed.length, delivered, failedAttempts } satisfies RoundResult
 })
 

@@ -55,3 +55,42 @@ test.skipIf(!usingRealPostgres)("an event committed just before the instance sto
     receiver.stop()
   }
 }, 30_000)
+
+test("the first attempt follows the commit at once, without waiting for the 30 s poll", async () => {
+  const receiver = startReceiver()
+  const app = await startTestApp({ workers: true, env: { WEBHOOK_POLL_INTERVAL_SECONDS: "30" } })
+  try {
+    const d = await app.signup()
+    await app.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body: { url: receiver.url, events: ["grant.created"] } })
+    await Bun.sleep(300) // the worker's first round (at start) is over; it now waits for a wake-up or the poll
+    const event = await app.run(Effect.flatMap(Events, (e) => e.emit(d.developerId, "grant.created", { n: 1 })))
+    expect(await waitFor(() => receiver.received.length >= 1, 5_000)).toBe(true)
+    expect(JSON.parse(receiver.received[0]!.body).id).toBe(event.id)
+  } finally {
+    await app.stop()
+    receiver.stop()
+  }
+}, 30_000)
+
+test.skipIf(!usingRealPostgres)("a notification committed by any connection (LISTEN/NOTIFY, not the in-process nudge) wakes the worker", async () => {
+  const receiver = startReceiver()
+  const app = await startTestApp({ workers: true, env: { WEBHOOK_POLL_INTERVAL_SECONDS: "30" } })
+  try {
+    const d = await app.signup()
+    const hook = (await app.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body: { url: receiver.url, events: ["grant.created"] } })).body
+    await Bun.sleep(500)
+    // rows and notification written as another process would, over a plain connection
+    await app.query(
+      `WITH ev AS (INSERT INTO events (id, developer_id, type, data, created_at) VALUES ('evt_listen_1', $1, 'grant.created', '{}'::jsonb, now()) RETURNING id)
+       INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts, next_attempt_at, created_at, updated_at)
+       SELECT 'whd_listen_1', $2, ev.id, $1, 'pending', 0, 5, now() - interval '1 second', now(), now() FROM ev`,
+      [d.developerId, hook.id]
+    )
+    await app.query("SELECT pg_notify('webhook_deliveries', $1)", [d.developerId])
+    expect(await waitFor(() => receiver.received.length >= 1, 5_000)).toBe(true)
+    expect(JSON.parse(receiver.received[0]!.body).id).toBe("evt_listen_1")
+  } finally {
+    await app.stop()
+    receiver.stop()
+  }
+}, 30_000)

@@ -39,14 +39,15 @@ const isPublicV6 = (ip: string) => {
   const g = ipv6Groups(ip)
   if (g === undefined) return false
   const v4 = (a: number, b: number) => `${a >> 8}.${a & 0xff}.${b >> 8}.${b & 0xff}`
-  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return isPublicV4(v4(g[6]!, g[7]!)) // ::ffff:a.b.c.d
-  if (g.slice(0, 6).every((x) => x === 0)) return false // ::, ::1, ::a.b.c.d (deprecated compatible)
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return isPublicV4(v4(g[6]!, g[7]!)) // NAT64
-  if ((g[0]! & 0xfe00) === 0xfc00) return false // fc00::/7 unique local
-  if ((g[0]! & 0xffc0) === 0xfe80) return false // fe80::/10 link local
-  if ((g[0]! & 0xffc0) === 0xfec0) return false // fec0::/10 site local (deprecated)
-  if ((g[0]! & 0xff00) === 0xff00) return false // multicast
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0)
+  if (zeros(0, 5) && g[5] === 0xffff) return isPublicV4(v4(g[6]!, g[7]!)) // ::ffff:a.b.c.d (mapped)
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return isPublicV4(v4(g[6]!, g[7]!)) // ::ffff:0:a.b.c.d (translated)
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return isPublicV4(v4(g[6]!, g[7]!)) // 64:ff9b::/96 NAT64
+  // Everything else outside global unicast 2000::/3 is not public: ::, ::1, ::a.b.c.d (compatible),
+  // fc00::/7 unique local, fe80::/10 link local, fec0::/10 site local, ff00::/8 multicast, reserved space.
+  if ((g[0]! & 0xe000) !== 0x2000) return false
   if (g[0] === 0x2001 && g[1] === 0x0db8) return false // documentation
+  if (g[0] === 0x2001 && g[1] === 0x0000) return false // Teredo (embeds an obfuscated IPv4)
   if (g[0] === 0x2002) return isPublicV4(v4(g[1]!, g[2]!)) // 6to4 embeds an IPv4
   return true
 }

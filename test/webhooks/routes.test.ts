@@ -129,3 +129,26 @@ describe("delete", () => {
     }
   })
 })
+
+describe("registration input", () => {
+  test("bad bodies answer 400 BAD_REQUEST and store nothing; duplicate event types collapse", async () => {
+    const d = await app.signup()
+    for (const body of [
+      { url: "https://hooks.example/in", events: [] },
+      { url: "not a url", events: ["grant.created"] },
+      { url: "ftp://hooks.example/in", events: ["grant.created"] },
+      { url: "https://hooks.example/in" },
+      { events: ["grant.created"] },
+      { url: "https://hooks.example/in", events: "grant.created" },
+      { url: "https://hooks.example/in", events: ["grant.created", "Grant.Created"] }
+    ]) {
+      const res = await app.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body })
+      expect([body, res.status, res.body.code]).toEqual([body, 400, "BAD_REQUEST"])
+    }
+    expect(await app.query("SELECT id FROM webhook_endpoints WHERE developer_id = $1", [d.developerId])).toEqual([])
+    const ok = await app.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body: { url: "https://hooks.example/in", events: ["grant.revoked", "grant.revoked", "budget.exhausted"] } })
+    expect(ok.status).toBe(201)
+    expect(ok.body.events).toEqual(["grant.revoked", "budget.exhausted"])
+    expect(Object.keys(ok.body).sort()).toEqual(["createdAt", "events", "id", "secret", "url"])
+  })
+})

@@ -36,7 +36,7 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { EventsLive } from "./platform/Events.ts"
-import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
+import { databaseErrorsAsResponses, envelope, PreReadBody, readJsonBodyAhead } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
@@ -162,9 +162,13 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 16 * 1024 * 1024,
-    fetch: (request, srv) => {
+    fetch: async (request, srv) => {
       const peer = srv.requestIP(request)?.address
-      return handler(request, peer === undefined ? undefined : (Context.make(PeerAddress, peer) as any))
+      let context = Context.empty() as Context.Context<any>
+      if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
+      const body = await readJsonBodyAhead(request)
+      if (body !== undefined) context = Context.add(context, PreReadBody, body)
+      return handler(request, context as any)
     }
   })
   let stopped = false

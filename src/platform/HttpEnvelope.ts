@@ -7,7 +7,7 @@
  * touched, so the success path pays nothing.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, FiberRef, Option } from "effect"
+import { Cause, Context, Effect, FiberRef, Option } from "effect"
 import { CurrentGate } from "./Auth.ts"
 import { newId } from "./Ids.ts"
 import { Metrics } from "./Metrics.ts"
@@ -115,6 +115,33 @@ export const MAX_BODY_BYTES = 1024 * 1024
 export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
 const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
 
+/**
+ * A JSON body the server already read (see `readJsonBodyAhead`). The platform reads bodies through
+ * a cached effect built per request with `Effect.runSync`, which under load cost about as much as
+ * the rest of a small request; a body read before entering the runtime is handed over as a value.
+ */
+export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBody, string>() {}
+
+/**
+ * Reads a JSON body up front when its declared size is within the route's limit; otherwise (no
+ * length, too large, not JSON) the request goes on untouched and is refused or read as before.
+ */
+export const readJsonBodyAhead = async (request: Request): Promise<string | undefined> => {
+  if (request.method === "GET" || request.method === "HEAD" || request.body === null) return undefined
+  const type = request.headers.get("content-type")
+  if (type === null || !type.toLowerCase().includes("application/json")) return undefined
+  const declared = request.headers.get("content-length")
+  if (declared === null) return undefined
+  const length = Number(declared)
+  const url = request.url
+  const start = url.indexOf("/", url.indexOf("//") + 2)
+  const q = url.indexOf("?", start)
+  const path = start === -1 ? "/" : url.slice(start, q === -1 ? undefined : q)
+  if (!(length >= 0) || length > maxBodyBytes(path)) return undefined
+  // a body that cannot be read (the client went away) fails later as a bad request, as before
+  return request.text().catch(() => undefined)
+}
+
 /** Connection-level database failures (server away, restarting, pool timeout) as opposed to bugs. */
 export const isDatabaseUnavailable = (cause: Cause.Cause<unknown>): boolean => {
   for (const defect of [...Cause.defects(cause), ...Cause.failures(cause)]) {
@@ -176,6 +203,11 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const length = Number(request.headers["content-length"] ?? 0)
     if (length > maxBodyBytes(path)) {
       return errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
+    }
+    const preRead = yield* Effect.serviceOption(PreReadBody)
+    if (preRead._tag === "Some") {
+      // the web request's own body effect, already answered (field of @effect/platform's request)
+      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(preRead.value)
     }
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {

@@ -6,7 +6,7 @@
  * JWKS and keep verifying, so a rotation never breaks tokens already issued.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto"
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, verify as cryptoVerify } from "node:crypto"
 import * as jose from "jose"
 import { Config } from "../Config.ts"
 
@@ -61,6 +61,19 @@ export const generateRsaPrivateKeyPem = (): string =>
   generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()
 
 const REQUIRED_CLAIMS = ["sub", "dev", "scp", "jti", "grnt"] as const
+const CLOCK_TOLERANCE_SECONDS = 60
+
+const decodeSegment = (segment: string): Buffer => {
+  // strict base64url: the alphabet only, no padding
+  if (!/^[A-Za-z0-9_-]*$/.test(segment)) throw new Error("bad base64url")
+  return Buffer.from(segment, "base64url")
+}
+
+const parseSegment = (segment: string): Record<string, any> => {
+  const value = JSON.parse(decodeSegment(segment).toString("utf8"))
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error("not a JSON object")
+  return value
+}
 
 export const makeKeys = async (options: {
   privateKeyPem: string
@@ -73,8 +86,6 @@ export const makeKeys = async (options: {
   const previous = await Promise.all(options.previousPublicKeys.map((pem) => toPublicJwk(createPublicKey(pem))))
   const keys = [current, ...previous.filter((k) => k.kid !== current.kid)]
   const signingKey = await jose.importPKCS8(privateKey.export({ type: "pkcs8", format: "pem" }).toString(), "RS256")
-  const verificationKeys = new Map<string, CryptoKey | Uint8Array | jose.KeyObject>()
-  for (const jwk of keys) verificationKeys.set(jwk.kid, await jose.importJWK({ ...jwk }, "RS256") as any)
 
   const sign = (claims: GrantTokenInput) =>
     Effect.promise(() => {
@@ -87,27 +98,57 @@ export const makeKeys = async (options: {
         .sign(signingKey)
     })
 
+  // Verification runs synchronously through node:crypto (an RS256 check is tens of microseconds;
+  // the promise machinery around WebCrypto cost more than the check itself). Tokens are checked
+  // again and again by the services that hold them, so the claims of a token whose signature
+  // verified are kept by its exact text; the time-dependent checks run on every call.
+  const publicKeys = new Map<string, KeyObject>()
+  for (const jwk of keys) publicKeys.set(jwk.kid, createPublicKey({ key: { kty: jwk.kty, n: jwk.n, e: jwk.e }, format: "jwk" }))
+  const verified = new Map<string, GrantTokenClaims>()
+  const VERIFIED_CACHE_SIZE = 10_000
+
+  const checkSignatureAndClaims = (token: string): GrantTokenClaims => {
+    const parts = token.split(".")
+    if (parts.length !== 3) throw new Error("not a compact JWS")
+    const [headerPart, payloadPart, signaturePart] = parts as [string, string, string]
+    const header = parseSegment(headerPart)
+    if (header.alg !== "RS256") throw new Error("alg not allowed")
+    // no extensions are understood, so a token that requires one is refused (RFC 7515 §4.1.11)
+    if (header.crit !== undefined || header.b64 !== undefined) throw new Error("unsupported header parameter")
+    const kid = header.kid === undefined ? current.kid : header.kid
+    const key = typeof kid === "string" ? publicKeys.get(kid) : undefined
+    if (key === undefined) throw new Error("unknown kid")
+    const signature = decodeSegment(signaturePart)
+    if (!cryptoVerify("sha256", Buffer.from(`${headerPart}.${payloadPart}`), key, signature)) throw new Error("bad signature")
+    const payload = parseSegment(payloadPart)
+    if (payload.iss !== options.issuer) throw new Error("unexpected iss")
+    if (typeof payload.exp !== "number" || !Number.isFinite(payload.exp)) throw new Error("missing exp")
+    if (payload.iat !== undefined && typeof payload.iat !== "number") throw new Error("bad iat")
+    if (payload.nbf !== undefined && typeof payload.nbf !== "number") throw new Error("bad nbf")
+    for (const claim of REQUIRED_CLAIMS) {
+      if (payload[claim] === undefined) throw new Error(`missing ${claim}`)
+    }
+    if (!Array.isArray(payload.scp) || payload.scp.some((s: unknown) => typeof s !== "string")) throw new Error("bad scp")
+    return payload as unknown as GrantTokenClaims
+  }
+
   const verify = (token: string, nowSeconds: number) =>
-    Effect.tryPromise({
-      try: async () => {
-        const { payload } = await jose.jwtVerify(
-          token,
-          async (header) => {
-            if (header.alg !== "RS256") throw new Error("alg not allowed")
-            const key = header.kid !== undefined ? verificationKeys.get(header.kid) : verificationKeys.get(current.kid)
-            if (key === undefined) throw new Error("unknown kid")
-            return key as any
-          },
-          { algorithms: ["RS256"], issuer: options.issuer, clockTolerance: 60, currentDate: new Date(nowSeconds * 1000) }
-        )
-        for (const claim of REQUIRED_CLAIMS) {
-          if (payload[claim] === undefined) throw new Error(`missing ${claim}`)
+    Effect.suspend(() => {
+      let claims = verified.get(token)
+      if (claims === undefined) {
+        try {
+          claims = checkSignatureAndClaims(token)
+        } catch (e) {
+          return Effect.fail(new InvalidToken({ reason: e instanceof Error ? e.message : "invalid" }))
         }
-        if (!Array.isArray(payload.scp) || payload.scp.some((s) => typeof s !== "string")) throw new Error("bad scp")
-        if (typeof payload.exp !== "number") throw new Error("missing exp")
-        return payload as unknown as GrantTokenClaims
-      },
-      catch: (e) => new InvalidToken({ reason: e instanceof Error ? e.message : "invalid" })
+        if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!)
+        verified.set(token, claims)
+      }
+      // 60 s leeway either side, as for any clock-skewed issuer
+      if (claims.exp <= nowSeconds - CLOCK_TOLERANCE_SECONDS) return Effect.fail(new InvalidToken({ reason: "expired" }))
+      const nbf = (claims as { nbf?: number }).nbf
+      if (nbf !== undefined && nbf > nowSeconds + CLOCK_TOLERANCE_SECONDS) return Effect.fail(new InvalidToken({ reason: "not yet valid" }))
+      return Effect.succeed(claims)
     })
 
   return {

@@ -6,7 +6,9 @@
  * 3. Under the bundle's row lock (concurrent syncs of one bundle take turns) each entry is judged in
  *    order against the stored head: DUPLICATE_SEQ, INVALID_HASH, INVALID_SIGNATURE, SEQ_GAP,
  *    BROKEN_CHAIN, else accepted. A rejected entry still serves as `prev` for the next one.
- * 4. Accepted entries are inserted in one statement that also moves the head and the counters.
+ * 4. Accepted entries are inserted in one statement that also moves the head and the counters. The
+ *    insert is made while signatures are still being checked, as if all hold; when one does not,
+ *    the batch is judged again and the rows put right in the same transaction.
  * Entries are stored for expired and revoked bundles too: what happened offline is never lost.
  */
 import { SqlClient } from "@effect/sql"
@@ -81,11 +83,90 @@ export interface OfflineSyncService {
 
 export class OfflineSync extends Context.Tag("agent-auth/OfflineSync")<OfflineSync, OfflineSyncService>() {}
 
+interface Judgement {
+  readonly accepted: number
+  readonly errors: Array<{ seq: number; code: string; message: string }>
+  /** the entries to store, with their position in the batch */
+  readonly toStore: Array<{ readonly entry: SignedEntry; readonly index: number }>
+  readonly head: { readonly seq: number; readonly hash: string }
+}
+
+/**
+ * Judges each entry in order against what is stored (decisions §5 step 3). `signatureOk` undefined
+ * judges as if every signature verified. A rejected entry still serves as `prev` for the next one.
+ */
+const judge = (
+  entries: ReadonlyArray<SignedEntry>,
+  hashOk: ReadonlyArray<boolean>,
+  signatureOk: Uint8Array | undefined,
+  existing: ReadonlyArray<{ seq: string; hash: string }>,
+  storedHead: { readonly seq: number; readonly hash: string }
+): Judgement => {
+  const known = new Map(existing.map((r) => [Number(r.seq), r.hash]))
+  let prev = storedHead
+  let head = storedHead
+  const errors: Array<{ seq: number; code: string; message: string }> = []
+  const toStore: Array<{ entry: SignedEntry; index: number }> = []
+  let accepted = 0
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!
+    const stored = known.get(e.seq)
+    if (stored !== undefined) {
+      if (stored === e.hash) accepted++
+      else errors.push({ seq: e.seq, code: "DUPLICATE_SEQ", message: `Sequence number ${e.seq} already exists with a different hash` })
+    } else if (!hashOk[i]) {
+      errors.push({ seq: e.seq, code: "INVALID_HASH", message: "Recomputed hash differs from hash" })
+    } else if (signatureOk !== undefined && signatureOk[i] !== 1) {
+      errors.push({ seq: e.seq, code: "INVALID_SIGNATURE", message: "Signature does not verify against the bundle's audit key" })
+    } else if (e.seq !== prev.seq + 1) {
+      errors.push({ seq: e.seq, code: "SEQ_GAP", message: `Expected sequence number ${prev.seq + 1}` })
+    } else if (e.prevHash !== prev.hash) {
+      errors.push({ seq: e.seq, code: "BROKEN_CHAIN", message: "prevHash differs from the previous entry's hash" })
+    } else {
+      toStore.push({ entry: e, index: i })
+      known.set(e.seq, e.hash)
+      accepted++
+      if (e.seq > head.seq) head = { seq: e.seq, hash: e.hash }
+    }
+    prev = { seq: e.seq, hash: e.hash }
+  }
+  return { accepted, errors, toStore, head }
+}
+
 export const OfflineSyncServiceLive = Layer.effect(
   OfflineSync,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const verifier = yield* Verifier
+
+    /** One statement: the entries to store, the head, lastSyncAt and auditEntryCount. */
+    const storeEntries = (bundleId: string, developerId: string, at: Date, judgement: Judgement) =>
+      sql.unsafe(
+        `WITH inserted AS (
+           INSERT INTO offline_audit_entries (bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
+                                              result, metadata, prev_hash, hash, signature, received_at)
+           SELECT $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id, u.scopes,
+                  u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
+           FROM jsonb_to_recordset($4::jsonb)
+                AS u(seq bigint, timestamp text, action text, agent_did text, grant_id text, scopes jsonb, result text,
+                     metadata text, prev_hash text, hash text, signature text)
+           RETURNING 1
+         )
+         UPDATE consent_bundles SET
+           audit_entry_count = audit_entry_count + (SELECT count(*) FROM inserted),
+           head_seq = $5, head_hash = $6, last_sync_at = $3
+         WHERE id = $1`,
+        [
+          bundleId, developerId, at,
+          // one JSON document: serialised natively here and parsed natively by PostgreSQL
+          JSON.stringify(judgement.toStore.map(({ entry: e }) => ({
+            seq: e.seq, timestamp: e.timestamp, action: e.action, agent_did: e.agentDID, grant_id: e.grantId,
+            scopes: e.scopes, result: e.result, metadata: e.metadata === undefined ? null : JSON.stringify(e.metadata),
+            prev_hash: e.prevHash, hash: e.hash, signature: e.signature
+          }))),
+          judgement.head.seq, judgement.head.hash
+        ] as any
+      )
 
     const sync: OfflineSyncService["sync"] = (developerId, body) =>
       Effect.gen(function*() {
@@ -96,7 +177,7 @@ export const OfflineSyncServiceLive = Layer.effect(
         if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
 
         // Hashes are recomputed here; signatures are checked on the verifier pool while the
-        // transaction below takes the lock and reads what is stored, so the two overlap.
+        // transaction below takes the lock, reads what is stored and writes, so the two overlap.
         const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
         const verification = yield* Effect.fork(
           verifier.verify(entries.map((e) => e.hash), entries.map((e) => e.signature), keyRows.map((k) => k.publicKeyPem))
@@ -125,63 +206,33 @@ export const OfflineSyncServiceLive = Layer.effect(
             ? []
             : yield* sql<{ seq: string; hash: string }>`
               SELECT seq, hash FROM offline_audit_entries WHERE bundle_id = ${bundleId} AND seq BETWEEN ${low} AND ${high}`
-          const signatureOk = yield* Fiber.join(verification)
-          const known = new Map(existing.map((r) => [Number(r.seq), r.hash]))
-          let prev = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
-          let head = prev
-          const errors: Array<{ seq: number; code: string; message: string }> = []
-          const toStore: Array<SignedEntry> = []
-          let accepted = 0
-          for (let i = 0; i < entries.length; i++) {
-            const e = entries[i]!
-            const stored = known.get(e.seq)
-            if (stored !== undefined) {
-              if (stored === e.hash) accepted++
-              else errors.push({ seq: e.seq, code: "DUPLICATE_SEQ", message: `Sequence number ${e.seq} already exists with a different hash` })
-            } else if (!hashOk[i]) {
-              errors.push({ seq: e.seq, code: "INVALID_HASH", message: "Recomputed hash differs from hash" })
-            } else if (signatureOk[i] !== 1) {
-              errors.push({ seq: e.seq, code: "INVALID_SIGNATURE", message: "Signature does not verify against the bundle's audit key" })
-            } else if (e.seq !== prev.seq + 1) {
-              errors.push({ seq: e.seq, code: "SEQ_GAP", message: `Expected sequence number ${prev.seq + 1}` })
-            } else if (e.prevHash !== prev.hash) {
-              errors.push({ seq: e.seq, code: "BROKEN_CHAIN", message: "prevHash differs from the previous entry's hash" })
-            } else {
-              toStore.push(e)
-              known.set(e.seq, e.hash)
-              accepted++
-              if (e.seq > head.seq) head = { seq: e.seq, hash: e.hash }
-            }
-            prev = { seq: e.seq, hash: e.hash }
-          }
+          const storedHead = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
+          // The entries are stored while their signatures are still being checked, judged as if every
+          // signature holds (the usual case); the database writes overlap the verification.
+          const hoped = judge(entries, hashOk, undefined, existing, storedHead)
           const at = new Date(ms)
-          // One statement: the accepted entries, the head, lastSyncAt and auditEntryCount.
-          yield* sql.unsafe(
-            `WITH inserted AS (
-               INSERT INTO offline_audit_entries (bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
-                                                  result, metadata, prev_hash, hash, signature, received_at)
-               SELECT $1, $2, u.seq, u.timestamp, u.action, u.agent_did, u.grant_id, u.scopes,
-                      u.result, u.metadata, u.prev_hash, u.hash, u.signature, $3
-               FROM jsonb_to_recordset($4::jsonb)
-                    AS u(seq bigint, timestamp text, action text, agent_did text, grant_id text, scopes jsonb, result text,
-                         metadata text, prev_hash text, hash text, signature text)
-               RETURNING 1
-             )
-             UPDATE consent_bundles SET
-               audit_entry_count = audit_entry_count + (SELECT count(*) FROM inserted),
-               head_seq = $5, head_hash = $6, last_sync_at = $3
-             WHERE id = $1`,
-            [
-              bundleId, developerId, at,
-              // one JSON document: serialised natively here and parsed natively by PostgreSQL
-              JSON.stringify(toStore.map((e) => ({
-                seq: e.seq, timestamp: e.timestamp, action: e.action, agent_did: e.agentDID, grant_id: e.grantId,
-                scopes: e.scopes, result: e.result, metadata: e.metadata === undefined ? null : JSON.stringify(e.metadata),
-                prev_hash: e.prevHash, hash: e.hash, signature: e.signature
-              }))),
-              head.seq, head.hash
-            ] as any
-          )
+          yield* storeEntries(bundleId, developerId, at, hoped)
+          const signatureOk = yield* Fiber.join(verification)
+          let outcome = hoped
+          if (signatureOk.some((ok) => ok !== 1)) {
+            // A signature failed: the batch is judged again with the real results (the order of the
+            // checks decides each entry's code, and a rejected entry changes what later entries of
+            // the batch are compared with). Rows stored in hope, all new under the bundle's lock,
+            // are replaced by the right ones when the two judgements differ.
+            outcome = judge(entries, hashOk, signatureOk, existing, storedHead)
+            const sameRows = outcome.toStore.length === hoped.toStore.length &&
+              outcome.toStore.every((e, n) => e.index === hoped.toStore[n]!.index)
+            if (!sameRows) {
+              if (hoped.toStore.length > 0) {
+                yield* sql`DELETE FROM offline_audit_entries
+                           WHERE bundle_id = ${bundleId} AND seq IN ${sql.in(hoped.toStore.map((e) => e.entry.seq))}`
+              }
+              yield* sql`UPDATE consent_bundles SET audit_entry_count = audit_entry_count - ${hoped.toStore.length},
+                           head_seq = ${storedHead.seq}, head_hash = ${storedHead.hash} WHERE id = ${bundleId}`
+              yield* storeEntries(bundleId, developerId, at, outcome)
+            }
+          }
+          const { accepted, errors } = outcome
           const revokedAt = bundle!.revokedAt ?? (bundle!.grantStatus === "revoked" ? bundle!.grantRevokedAt : null)
           return {
             accepted,

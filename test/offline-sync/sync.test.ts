@@ -84,6 +84,46 @@ describe("sync", () => {
     expect(ok.body).toMatchObject({ accepted: 2, rejected: 0 })
   })
 
+  test("failed signatures: the rows, head and count stored are exactly those of the accepted entries", async () => {
+    // entries are written while signatures are checked; a failed one must leave no trace
+    const stored = async (bundleId: string) => {
+      const rows = await app.query<{ seq: string }>("SELECT seq FROM offline_audit_entries WHERE bundle_id = $1 ORDER BY seq", [bundleId])
+      const [b] = await app.query<{ head: number; headhash: string; count: number }>(
+        "SELECT head_seq::int AS head, head_hash AS headhash, audit_entry_count::int AS count FROM consent_bundles WHERE id = $1", [bundleId])
+      return { seqs: rows.map((r) => Number(r.seq)), head: b!.head, headHash: b!.headhash, count: b!.count }
+    }
+    const bad = (e: SignedAuditEntry) => ({ ...e, signature: "ab".repeat(64) })
+    // 40 entries (checked on the worker pool), bad signatures in the middle and at the end
+    const { bundle, entries } = await agentWith(40)
+    const batch = entries.map((e, i) => i === 9 || i === 39 ? bad(e) : e)
+    const res = await sync(bundle.bundleId, batch)
+    expect(res.body).toMatchObject({ accepted: 38, rejected: 2 })
+    expect(res.body.errors.map((e: any) => [e.seq, e.code])).toEqual([[10, "INVALID_SIGNATURE"], [40, "INVALID_SIGNATURE"]])
+    const after = await stored(bundle.bundleId)
+    expect(after.seqs).toEqual(entries.map((e) => e.seq).filter((seq) => seq !== 10 && seq !== 40))
+    expect(after).toMatchObject({ head: 39, headHash: entries[38]!.hash, count: 38 })
+    // the summary agrees, and a later sync continues from seq 39
+    expect((await app.request("GET", `/v1/consent-bundles/${bundle.bundleId}`, { apiKey: dev.apiKey })).body.auditEntryCount).toBe(38)
+    expect((await sync(bundle.bundleId, [entries[39]!])).body).toMatchObject({ accepted: 1, rejected: 0 })
+    expect(await stored(bundle.bundleId)).toMatchObject({ head: 40, count: 39 })
+
+    // a failed entry followed by a good copy of it: had every signature held, the failed one would
+    // be stored and the copy counted as a resend; judged for real, the failed one is rejected and
+    // still serves as prev, so the copy is a SEQ_GAP and neither is stored
+    const second = await agentWith(3)
+    const replay = [second.entries[0]!, bad(second.entries[1]!), second.entries[1]!, second.entries[2]!]
+    const res2 = await sync(second.bundle.bundleId, replay)
+    expect(res2.body).toMatchObject({ accepted: 2, rejected: 2 })
+    expect(res2.body.errors.map((e: any) => [e.seq, e.code])).toEqual([[2, "INVALID_SIGNATURE"], [2, "SEQ_GAP"]])
+    expect(await stored(second.bundle.bundleId)).toMatchObject({ seqs: [1, 3], head: 3, headHash: second.entries[2]!.hash, count: 2 })
+
+    // every signature failed: nothing stored, head untouched
+    const third = await agentWith(3)
+    const res3 = await sync(third.bundle.bundleId, third.entries.map(bad))
+    expect(res3.body).toMatchObject({ accepted: 0, rejected: 3 })
+    expect(await stored(third.bundle.bundleId)).toMatchObject({ seqs: [], head: 0, count: 0 })
+  })
+
   test("request errors: 400 INVALID_REQUEST, 401, 404 BUNDLE_NOT_FOUND, 413 over 1000 entries", async () => {
     const { bundle, entries } = await agentWith(1)
     for (const body of [{}, { bundleId: bundle.bundleId }, { bundleId: bundle.bundleId, entries: {} }, { bundleId: 1, entries: [] },

@@ -1,9 +1,10 @@
 /**
  * npm run bench: runs every benchmark in scripts/bench/ in turn, prints each one's figures next to
- * its floor, and writes them all as JSON to bench-results.json.
+ * its floor, then all of them as one table, and writes them as JSON to bench-results.json.
  */
 import { readdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { currentBench, printedRows } from "./support.ts"
 
 const dir = import.meta.dir
 const only = process.argv.slice(2)
@@ -19,6 +20,7 @@ const all: Record<string, unknown> = {
 for (const file of files) {
   const name = file.replace(/\.ts$/, "")
   console.log(`\n### ${name}`)
+  currentBench.name = name
   try {
     const mod = await import(join(dir, file))
     if (typeof mod.run !== "function") continue
@@ -28,6 +30,10 @@ for (const file of files) {
     all[name] = { error: String(e) }
   }
 }
+// every figure again as one table (Markdown, so it pastes into the README)
+console.log("\n| bench | figure | value | floor (same run) | verdict |\n| - | - | - | - | - |")
+for (const r of printedRows) console.log(`| ${r.bench} | ${r.name} | ${r.value} | ${r.floor} | ${r.verdict} |`)
+all.table = printedRows
 writeFileSync("bench-results.json", JSON.stringify(all, null, 2))
 console.log("\nfigures written to bench-results.json")
 process.exit(0)

@@ -92,5 +92,11 @@ export const opsPerSecond = async (op: () => unknown, seconds = 2): Promise<numb
   return Math.round(n / ((performance.now() - started) / 1000))
 }
 
-export const row = (name: string, value: string | number, floor?: string | number, verdict?: string) =>
+/** Every row printed in this process, for the closing table of `npm run bench`. */
+export const printedRows: Array<{ bench: string; name: string; value: string; floor: string; verdict: string }> = []
+export const currentBench = { name: "" }
+
+export const row = (name: string, value: string | number, floor?: string | number, verdict?: string) => {
+  printedRows.push({ bench: currentBench.name, name: name.trim(), value: String(value), floor: floor === undefined ? "" : String(floor), verdict: verdict ?? "" })
   console.log(`${name.padEnd(52)} ${String(value).padStart(12)}${floor === undefined ? "" : `   floor ${String(floor).padStart(10)}`}${verdict ? `   ${verdict}` : ""}`)
+}

@@ -68,6 +68,39 @@ export async function run() {
       await server.stop()
       redis.disconnect()
     }
+    // Diagnostic: what one Redis round trip costs a bare Bun handler on this machine, the part of
+    // the gate's cost no gate design with a shared counter per request can avoid.
+    const client = new Redis(process.env.TEST_REDIS_URL, { enableAutoPipelining: true, commandTimeout: 250 })
+    const key = `bench_rt_${Math.random().toString(36).slice(2, 8)}`
+    let withCall = false
+    const bare = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: async () => {
+        if (withCall) await client.eval("return redis.call('INCR', KEYS[1])", 1, key)
+        return new Response("ok")
+      }
+    })
+    try {
+      const send = () => fetch(`http://127.0.0.1:${bare.port}/`).then(async (r) => (await r.arrayBuffer(), r.ok))
+      const plain = [], called = []
+      for (let i = 0; i < 2; i++) {
+        withCall = false
+        plain.push((await load(send, { seconds: 1, warmupSeconds: 0.2 })).perSecond)
+        withCall = true
+        called.push((await load(send, { seconds: 1, warmupSeconds: 0.2 })).perSecond)
+      }
+      const a = Math.round(plain.reduce((x, y) => x + y, 0) / plain.length)
+      const b = Math.round(called.reduce((x, y) => x + y, 0) / called.length)
+      const microseconds = Math.round(1e6 / b - 1e6 / a)
+      row("diagnostic: bare handler req/s with one Redis call", b, a, `one round trip ≈ ${microseconds} µs of the event loop`)
+      results.bareHandlerPerSecond = a
+      results.bareHandlerWithRedisCallPerSecond = b
+      await client.del(key)
+    } finally {
+      bare.stop(true)
+      client.disconnect()
+    }
   }
   return results
 }

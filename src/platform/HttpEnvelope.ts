@@ -127,7 +127,7 @@ export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBo
  * length, too large, not JSON) the request goes on untouched and is refused or read as before.
  */
 export const readJsonBodyAhead = async (request: Request): Promise<string | undefined> => {
-  if (request.method === "GET" || request.method === "HEAD" || request.body === null) return undefined
+  if (request.method === "GET" || request.method === "HEAD") return undefined
   const type = request.headers.get("content-type")
   if (type === null || !type.toLowerCase().includes("application/json")) return undefined
   const declared = request.headers.get("content-length")

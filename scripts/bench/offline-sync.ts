@@ -6,17 +6,12 @@
 import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto"
 import { availableParallelism } from "node:os"
 import { GENESIS_HASH, hashEntry, type ConsentBundle } from "../../src/offline/index.ts"
-import { percentile, row, startBenchServer } from "./support.ts"
+import { percentile, postJson, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
   try {
-    const json = (path: string, body: unknown, apiKey?: string) =>
-      fetch(server.url + path, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-        body: JSON.stringify(body)
-      }).then((r) => r.json() as Promise<any>)
+    const json = postJson(server.url)
     const { apiKey } = await json("/v1/signup", { name: "bench" })
     const agent = await json("/v1/agents", { name: "bench", scopes: ["email:read"] }, apiKey)
     // Entries are signed with node:crypto here (the portable kit's @noble signer is ~8× slower and

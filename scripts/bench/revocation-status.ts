@@ -6,16 +6,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { load, row, startBenchServer } from "./support.ts"
+import { load, postJson, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
-  const json = (path: string, body: unknown, apiKey?: string) =>
-    fetch(server.url + path, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-      body: JSON.stringify(body)
-    }).then((r) => r.json() as Promise<any>)
+  const json = postJson(server.url)
   const { apiKey, developerId } = await json("/v1/signup", { name: "bench" })
   const agent = await json("/v1/agents", { name: "bench", scopes: ["email:read"] }, apiKey)
   const bundles: Array<string> = []

@@ -3,6 +3,7 @@
  * TEST_REDIS_URL are set, embedded otherwise) with limits lifted by RATE_LIMIT_SCALE, and drive it
  * with a fixed number of concurrent in-flight requests for a fixed time.
  */
+import { createPublicKey, verify as cryptoVerify } from "node:crypto"
 import { loadConfig } from "../../src/Config.ts"
 import { generateRsaPrivateKeyPem } from "../../src/platform/Keys.ts"
 import { type AppOptions, startServer } from "../../src/Server.ts"
@@ -33,6 +34,25 @@ export const startBenchServer = async (env: Record<string, string> = {}, options
       await db.drop()
     }
   }
+}
+
+/** POSTs JSON to the service (with an API key when given) and answers the parsed body. */
+export const postJson = (baseUrl: string) => (path: string, body: unknown, apiKey?: string) =>
+  fetch(baseUrl + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+    body: JSON.stringify(body)
+  }).then((r) => r.json() as Promise<any>)
+
+/**
+ * The RS256 check alone, as the service makes it on a token it has not seen (its remembered
+ * verifications bypassed): the crypto floor of token verification and vault exchange.
+ */
+export const rs256Check = (token: string, jwk: { readonly kty: string; readonly n: string; readonly e: string }) => {
+  const [header, payload, signature] = token.split(".") as [string, string, string]
+  const key = createPublicKey({ key: { kty: jwk.kty, n: jwk.n, e: jwk.e }, format: "jwk" })
+  // the buffers are made on each call, as the service makes them
+  return () => cryptoVerify("sha256", Buffer.from(`${header}.${payload}`), key, Buffer.from(signature, "base64url"))
 }
 
 export interface LoadResult {

@@ -9,12 +9,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { createPublicKey, randomBytes, verify as cryptoVerify } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { Grants } from "../../src/grants/Service.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { Keys } from "../../src/platform/Keys.ts"
 import { openSync, VaultKeys } from "../../src/vault/Crypto.ts"
-import { load, type LoadResult, opsPerSecond, row, startBenchServer } from "./support.ts"
+import { load, type LoadResult, opsPerSecond, row, rs256Check, startBenchServer } from "./support.ts"
 
 const PRINCIPALS = 16
 
@@ -68,11 +68,9 @@ export async function run(): Promise<Record<string, unknown>> {
     const ring = await server.run(VaultKeys)
     const [credential] = await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql<any>`SELECT id, developer_id, principal_id, service, key_id, iv, ciphertext FROM vault_credentials WHERE principal_id = 'bench_user_0'`))
-    // the signature check as the service makes it on a token it has not seen (its cache bypassed)
-    const [h, p, sig] = tokens[0]!.split(".") as [string, string, string]
-    const publicKey = createPublicKey({ key: { ...keys.jwks.keys[0]! }, format: "jwk" })
+    const checkSignature = rs256Check(tokens[0]!, keys.jwks.keys[0]!)
     const cryptoOp = async () => {
-      if (!cryptoVerify("sha256", Buffer.from(`${h}.${p}`), publicKey, Buffer.from(sig, "base64url"))) throw new Error("verify failed")
+      if (!checkSignature()) throw new Error("verify failed")
       const plain = openSync(ring, credential, credential)
       if (typeof plain !== "string") throw new Error("decrypt failed")
     }

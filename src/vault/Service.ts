@@ -375,6 +375,7 @@ export const VaultServiceLive = Layer.effect(
 
     const exchange: VaultService["exchange"] = (claims, rawBody) =>
       Effect.gen(function*() {
+        const startedMs = yield* nowMillis
         // 1. The token: the gate verified signature, iss and exp; enforce the claims, then the grant online.
         if (
           claims === undefined || typeof claims.sub !== "string" || claims.sub === "" || typeof claims.dev !== "string" ||
@@ -411,9 +412,13 @@ export const VaultServiceLive = Layer.effect(
         }
         // Only now is anything decrypted (or refreshed upstream).
         const ms = yield* nowMillis
-        const { row: current, secrets, refreshed } = isExpired(row, ms) && isRefreshable(row)
+        const outcome = isExpired(row, ms) && isRefreshable(row)
           ? yield* refreshOnce(row.developerId, row.id)
           : { row, secrets: yield* decrypt(row), refreshed: false }
+        const { row: current, secrets } = outcome
+        // An exchange that waited for another's refresh (on this instance or behind the row lock of
+        // another) hands out the token that refresh fetched while it was being served: it reports it.
+        const refreshed = outcome.refreshed || (current.refreshedAt !== null && current.refreshedAt.getTime() >= startedMs)
         const agentId = agentIdOf(claims.agt)
         const data = {
           credentialId: current.id,

@@ -33,6 +33,7 @@ import { PasskeysHttp } from "./passkeys/Http.ts"
 import { PasskeysLive } from "./passkeys/Service.ts"
 import { ApiKeysLive, AuthenticationLive } from "./platform/Auth.ts"
 import { AuditChainLive } from "./platform/AuditChain.ts"
+import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { EventsLive } from "./platform/Events.ts"
@@ -79,7 +80,10 @@ const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
 export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
   const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive).pipe(Layer.provideMerge(ConfigLive))
-  const Platform = Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive).pipe(Layer.provideMerge(Base))
+  const Platform = AuditedEventsLive.pipe(
+    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive)),
+    Layer.provideMerge(Base)
+  )
   const Capabilities = Layer.mergeAll(
     DevelopersServiceLive,
     AgentsLive,

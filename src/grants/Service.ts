@@ -86,11 +86,21 @@ export interface GrantsService {
   readonly revokeToken: (developerId: string, jti: string) => Effect.Effect<boolean>
 }
 
-interface TokenRow {
+/** what the online check of a grant token reads: its grant's status, expiry and developer, and the token's revocation */
+export interface TokenRow {
   readonly status: string
   readonly expiresAt: Date
   readonly revokedAt: Date | null
   readonly developerId: string
+}
+
+/** The online status of a grant token whose signature, iss and exp were checked, given its rows (none: unknown). */
+export const tokenStatusOf = (claims: GrantTokenClaims, row: TokenRow | undefined, ms: number): TokenStatus => {
+  if (claims.exp * 1000 <= ms) return "expired"
+  if (row === undefined || row.developerId !== claims.dev) return "unknown"
+  if (row.status !== "active" || row.revokedAt !== null) return "revoked"
+  if (row.expiresAt.getTime() <= ms) return "expired"
+  return "active"
 }
 
 export class Grants extends Context.Tag("agent-auth/Grants")<Grants, GrantsService>() {}
@@ -214,11 +224,7 @@ export const GrantsServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ms = yield* nowMillis
         if (claims.exp * 1000 <= ms) return "expired" as const
-        const row = yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti })
-        if (row === undefined || row.developerId !== claims.dev) return "unknown" as const
-        if (row.status !== "active" || row.revokedAt !== null) return "revoked" as const
-        if (row.expiresAt.getTime() <= ms) return "expired" as const
-        return "active" as const
+        return tokenStatusOf(claims, yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti }), ms)
       })
 
     const revokeToken = (developerId: string, jti: string) =>

@@ -50,9 +50,23 @@ export const canonicalJson = (value: unknown): string => {
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`).join(",")}}`
 }
 
-export const entryHash = (e: Omit<AuditEntry, "hash" | "entryId"> & { id: string }): string =>
-  createHash("sha256")
-    .update(canonicalJson({
+const json = JSON.stringify
+
+/**
+ * SHA-256 of canonicalJson of the entry's fields. The fields are written out in their sorted order
+ * (the same bytes canonicalJson makes, without sorting keys per entry); metadata, whose keys are not
+ * known, still goes through canonicalJson. A field left undefined (omitted by canonicalJson) takes
+ * the general path.
+ */
+export const entryHash = (e: Omit<AuditEntry, "hash" | "entryId"> & { id: string }): string => {
+  const complete = e.id !== undefined && e.agentId !== undefined && e.agentDid !== undefined && e.grantId !== undefined &&
+    e.principalId !== undefined && e.developerId !== undefined && e.action !== undefined && e.metadata !== undefined &&
+    e.timestamp !== undefined && e.prevHash !== undefined && e.status !== undefined
+  const canonical = complete
+    ? `{"action":${json(e.action)},"agentDid":${json(e.agentDid)},"agentId":${json(e.agentId)},"developerId":${json(e.developerId)},` +
+      `"grantId":${json(e.grantId)},"id":${json(e.id)},"metadata":${canonicalJson(e.metadata)},"prevHash":${json(e.prevHash)},` +
+      `"principalId":${json(e.principalId)},"status":${json(e.status)},"timestamp":${json(e.timestamp)}}`
+    : canonicalJson({
       id: e.id,
       agentId: e.agentId,
       agentDid: e.agentDid,
@@ -64,8 +78,9 @@ export const entryHash = (e: Omit<AuditEntry, "hash" | "entryId"> & { id: string
       timestamp: e.timestamp,
       prevHash: e.prevHash,
       status: e.status
-    }))
-    .digest("hex")
+    })
+  return createHash("sha256").update(canonical).digest("hex")
+}
 
 interface Row {
   id: string
@@ -97,6 +112,84 @@ export const rowToEntry = (row: Row): AuditEntry => ({
   timestamp: row.timestamp,
   status: row.status
 })
+
+/** The columns of a batch of entries, as `unnest` arrays, in the order of INSERT_ENTRIES below. */
+export interface EntryColumns {
+  readonly id: Array<string>
+  readonly seq: Array<number>
+  readonly agentId: Array<string | null>
+  readonly agentDid: Array<string | null>
+  readonly grantId: Array<string | null>
+  readonly principalId: Array<string | null>
+  readonly action: Array<string>
+  readonly metadata: Array<string>
+  readonly status: Array<string>
+  readonly prevHash: Array<string | null>
+  readonly hash: Array<string>
+}
+
+/**
+ * Chains one developer's new entries onto the head (seq, hash) they are appended to: ids, seqs,
+ * hashes, and the columns to insert. Pure, so a writer can chain before it knows whether the
+ * head still holds (see AuditedEvents) and chain again when it does not.
+ */
+export const chainEntries = (
+  developerId: string,
+  head: { readonly seq: number; readonly hash: string | null },
+  inputs: ReadonlyArray<AppendInput>,
+  ms: number
+) => {
+  const timestamp = new Date(ms).toISOString()
+  let seq = head.seq
+  let prevHash = head.hash
+  const cols: EntryColumns = { id: [], seq: [], agentId: [], agentDid: [], grantId: [], principalId: [], action: [], metadata: [],
+    status: [], prevHash: [], hash: [] }
+  const entries: Array<AuditEntry> = []
+  for (const input of inputs) {
+    const entry = {
+      id: newId("alog", ms),
+      agentId: input.agentId ?? null,
+      agentDid: input.agentDid ?? null,
+      grantId: input.grantId ?? null,
+      principalId: input.principalId ?? null,
+      developerId,
+      action: input.action,
+      metadata: input.metadata ?? {},
+      timestamp,
+      prevHash,
+      status: input.status ?? "success"
+    }
+    const hash = entryHash(entry)
+    seq++
+    cols.id.push(entry.id); cols.seq.push(seq); cols.agentId.push(entry.agentId); cols.agentDid.push(entry.agentDid)
+    cols.grantId.push(entry.grantId); cols.principalId.push(entry.principalId); cols.action.push(entry.action)
+    cols.metadata.push(JSON.stringify(entry.metadata)); cols.status.push(entry.status); cols.prevHash.push(entry.prevHash); cols.hash.push(hash)
+    const { id: entryId, ...rest } = entry
+    entries.push({ entryId, ...rest, hash })
+    prevHash = hash
+  }
+  return { entries, cols, seq, prevHash, timestamp }
+}
+
+/**
+ * The INSERT of chained entries from `unnest` arrays: $1 developer, $2 timestamp, $3 created_at,
+ * then the eleven EntryColumns arrays from `$first`; `source` may join a guard (see AuditedEvents).
+ */
+export const insertEntriesSql = (first: number, source = "") => {
+  const p = (n: number) => `$${first + n}`
+  return `INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
+                                 status, timestamp, prev_hash, hash, created_at)
+          SELECT u.id, $1, u.seq, u.agent_id, u.agent_did, u.grant_id, u.principal_id, u.action, u.metadata::jsonb,
+                 u.status, $2, u.prev_hash, u.hash, $3
+          FROM ${source}unnest(${p(0)}::text[], ${p(1)}::bigint[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[],
+                      ${p(6)}::text[], ${p(7)}::text[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::text[])
+               AS u(id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata, status, prev_hash, hash)
+          RETURNING 1`
+}
+
+export const entryColumnParams = (cols: EntryColumns) =>
+  [cols.id, cols.seq, cols.agentId, cols.agentDid, cols.grantId, cols.principalId, cols.action, cols.metadata, cols.status,
+    cols.prevHash, cols.hash]
 
 export interface AuditChainService {
   readonly append: (input: AppendInput) => Effect.Effect<AuditEntry>
@@ -167,49 +260,13 @@ export const AuditChainLive = Layer.effect(
             INSERT INTO audit_heads (developer_id, seq, hash) VALUES (${developerId}, 0, NULL)
             ON CONFLICT (developer_id) DO UPDATE SET seq = audit_heads.seq
             RETURNING seq, hash`
-          let seq = Number(head!.seq)
-          let prevHash = head!.hash
-          const cols = { id: [] as Array<string>, seq: [] as Array<number>, agentId: [] as Array<string | null>, agentDid: [] as Array<string | null>,
-            grantId: [] as Array<string | null>, principalId: [] as Array<string | null>, action: [] as Array<string>,
-            metadata: [] as Array<string>, status: [] as Array<string>, prevHash: [] as Array<string | null>, hash: [] as Array<string> }
-          for (const input of group) {
-            const entry = {
-              id: newId("alog", ms),
-              agentId: input.agentId ?? null,
-              agentDid: input.agentDid ?? null,
-              grantId: input.grantId ?? null,
-              principalId: input.principalId ?? null,
-              developerId,
-              action: input.action,
-              metadata: input.metadata ?? {},
-              timestamp,
-              prevHash,
-              status: input.status ?? "success"
-            }
-            const hash = entryHash(entry)
-            seq++
-            cols.id.push(entry.id); cols.seq.push(seq); cols.agentId.push(entry.agentId); cols.agentDid.push(entry.agentDid)
-            cols.grantId.push(entry.grantId); cols.principalId.push(entry.principalId); cols.action.push(entry.action)
-            cols.metadata.push(JSON.stringify(entry.metadata)); cols.status.push(entry.status); cols.prevHash.push(entry.prevHash); cols.hash.push(hash)
-            const { id: entryId, ...rest } = entry
-            out.set(input, { entryId, ...rest, hash })
-            prevHash = hash
-          }
+          const { entries, cols, seq, prevHash } = chainEntries(developerId, { seq: Number(head!.seq), hash: head!.hash }, group, ms)
+          group.forEach((input, n) => out.set(input, entries[n]!))
           // the entries and the new head in one statement
           yield* sql.unsafe(
-            `WITH entries AS (
-               INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
-                                      status, timestamp, prev_hash, hash, created_at)
-               SELECT u.id, $1, u.seq, u.agent_id, u.agent_did, u.grant_id, u.principal_id, u.action, u.metadata::jsonb,
-                      u.status, $2, u.prev_hash, u.hash, $3
-               FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                           $12::text[], $13::text[], $14::text[])
-                    AS u(id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata, status, prev_hash, hash)
-               RETURNING 1
-             )
+            `WITH entries AS (${insertEntriesSql(4)})
              UPDATE audit_heads SET seq = $15, hash = $16 WHERE developer_id = $1`,
-            [developerId, timestamp, new Date(ms), cols.id, cols.seq, cols.agentId, cols.agentDid, cols.grantId, cols.principalId,
-              cols.action, cols.metadata, cols.status, cols.prevHash, cols.hash, seq, prevHash] as any
+            [developerId, timestamp, new Date(ms), ...entryColumnParams(cols), seq, prevHash] as any
           )
         }
         return inputs.map((i) => out.get(i)!)

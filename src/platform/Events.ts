@@ -39,9 +39,22 @@ export const onDeliveriesQueued = (listener: () => void): (() => void) => {
   deliveryListeners.add(listener)
   return () => deliveryListeners.delete(listener)
 }
-const nudge = () => {
+export const nudgeDeliveryWorkers = () => {
   for (const listener of deliveryListeners) setTimeout(listener, 100)
 }
+
+/**
+ * The delivery rows of freshly inserted events (a CTE named `event` with id, developer_id, type):
+ * one per live endpoint subscribed to the type. `$maxAttempts` and `$at` are parameter references.
+ */
+export const insertDeliveriesSql = (maxAttempts: string, at: string) =>
+  `INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
+                                   next_attempt_at, created_at, updated_at)
+   SELECT 'whd_' || substr(ev.id, 5, 10) || upper(substr(md5(random()::text || e.id || ev.id), 1, 16)), e.id, ev.id,
+          ev.developer_id, 'pending', 0, ${maxAttempts}, ${at}, ${at}, ${at}
+   FROM event ev JOIN webhook_endpoints e
+     ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND ev.type = ANY(e.events)
+   RETURNING developer_id`
 
 export interface EmittedEvent {
   readonly id: string
@@ -88,7 +101,7 @@ export const EventsLive = Layer.effect(
           SELECT count(*)::int AS deliveries FROM inserted`
         if (Number(rows[0]?.deliveries ?? 0) > 0) {
           yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
-          nudge()
+          nudgeDeliveryWorkers()
         }
         return { id, type, createdAt: at.toISOString(), data }
       })).pipe(Effect.orDie)
@@ -103,21 +116,13 @@ export const EventsLive = Layer.effect(
              INSERT INTO events (id, developer_id, type, data, created_at)
              SELECT u.id, u.developer_id, u.type, u.data::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(id, developer_id, type, data)
              RETURNING id, developer_id, type
-           ), inserted AS (
-             INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
-                                             next_attempt_at, created_at, updated_at)
-             SELECT 'whd_' || substr(ev.id, 5, 10) || upper(substr(md5(random()::text || e.id || ev.id), 1, 16)), e.id, ev.id,
-                    ev.developer_id, 'pending', 0, $6, $5, $5, $5
-             FROM event ev JOIN webhook_endpoints e
-               ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND ev.type = ANY(e.events)
-             RETURNING developer_id
-           )
+           ), inserted AS (${insertDeliveriesSql("$6", "$5")})
            SELECT DISTINCT developer_id FROM inserted`,
           [ids, items.map((i) => i.developerId), items.map((i) => i.type), items.map((i) => JSON.stringify(i.data)), at,
             config.webhooks.maxAttempts] as any
         )
         for (const row of rows) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${row.developerId})`
-        if (rows.length > 0) nudge()
+        if (rows.length > 0) nudgeDeliveryWorkers()
         return items.map((i, n) => ({ id: ids[n]!, type: i.type, createdAt: at.toISOString(), data: i.data }))
       })).pipe(Effect.orDie)
     return { emit, emitMany }

@@ -10,11 +10,19 @@ export const ulid = (now: number = Date.now()): string => {
     time = ALPHABET[t % 32] + time
     t = Math.floor(t / 32)
   }
-  const bytes = randomBytes(16)
+  if (poolOffset + 16 > pool.length) {
+    pool = randomBytes(4096)
+    poolOffset = 0
+  }
   let rand = ""
-  for (let i = 0; i < 16; i++) rand += ALPHABET[bytes[i]! % 32]
+  for (let i = 0; i < 16; i++) rand += ALPHABET[pool[poolOffset++]! % 32]
   return time + rand
 }
+
+// Random bytes drawn 4 KiB at a time (one call to the CSPRNG per 256 ids instead of one per id);
+// each byte is used once.
+let pool = randomBytes(0)
+let poolOffset = 0
 
 export type IdPrefix =
   | "dev" | "ag" | "areq" | "grnt" | "tok" | "ref" | "bundle" | "oae" | "vcred" | "brch" | "bint"

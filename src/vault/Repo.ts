@@ -2,6 +2,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { CursorPosition } from "../platform/Pagination.ts"
+import type { TokenRow } from "../grants/Service.ts"
 import type { Sealed } from "./Crypto.ts"
 
 export interface CredentialRow {
@@ -37,6 +38,26 @@ export interface WriteFields {
 const normalise = (row: CredentialRow): CredentialRow =>
   typeof row.metadata === "string" ? { ...row, metadata: JSON.parse(row.metadata) } : row
 
+export interface ExchangeKey {
+  readonly grnt: string
+  readonly jti: string
+  readonly developerId: string
+  readonly principalId: string
+  readonly service: string | null
+}
+
+interface ExchangeTokenColumns {
+  readonly grantStatus: string | null
+  readonly grantExpiresAt: Date | null
+  readonly grantDeveloperId: string | null
+  readonly tokenRevokedAt: Date | null
+}
+
+export interface ExchangeRead {
+  readonly token: TokenRow | undefined
+  readonly credential: CredentialRow | undefined
+}
+
 export const makeRepo = (sql: SqlClient.SqlClient) => {
   const one = (rows: ReadonlyArray<CredentialRow>) => (rows[0] === undefined ? undefined : normalise(rows[0]))
 
@@ -48,16 +69,34 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
         [developerId, principalId, service]
       ).pipe(Effect.map(one)),
 
-    /** many (developer, principal, service) lookups in one statement; results in the order asked */
-    findManyByTriple: (keys: ReadonlyArray<{ developerId: string; principalId: string; service: string }>) =>
-      sql.unsafe<CredentialRow>(
-        `SELECT ${COLUMNS.replace(/(\w+)/g, "v.$1")} FROM vault_credentials v
-         JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(developer_id, principal_id, service)
+    /**
+     * What many exchanges read, in one statement: each grant token's online status rows (its
+     * grant, its revocation) and the credential of (developer, principal, service) — `service`
+     * null where the request named none. Results in the order asked.
+     */
+    findForExchange: (keys: ReadonlyArray<ExchangeKey>) =>
+      sql.unsafe<CredentialRow & ExchangeTokenColumns & { n: string }>(
+        `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
+                t.revoked_at AS token_revoked_at, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+              WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
+         LEFT JOIN grants g ON g.id = k.grnt
+         LEFT JOIN grant_tokens t ON t.jti = k.jti
+         LEFT JOIN vault_credentials v
            ON v.developer_id = k.developer_id AND v.principal_id = k.principal_id AND v.service = k.service`,
-        [keys.map((k) => k.developerId), keys.map((k) => k.principalId), keys.map((k) => k.service)] as any
+        [keys.map((k) => k.grnt), keys.map((k) => k.jti), keys.map((k) => k.developerId), keys.map((k) => k.principalId),
+          keys.map((k) => k.service)] as any
       ).pipe(Effect.map((rows) => {
-        const found = new Map(rows.map((r) => [`${r.developerId}\u0000${r.principalId}\u0000${r.service}`, normalise(r)]))
-        return keys.map((k) => found.get(`${k.developerId}\u0000${k.principalId}\u0000${k.service}`))
+        const out: Array<ExchangeRead> = keys.map(() => ({ token: undefined, credential: undefined }))
+        for (const r of rows) {
+          out[Number(r.n) - 1] = {
+            token: r.grantStatus === null
+              ? undefined
+              : { status: r.grantStatus, expiresAt: r.grantExpiresAt!, developerId: r.grantDeveloperId!, revokedAt: r.tokenRevokedAt },
+            credential: r.id === null ? undefined : normalise(r)
+          }
+        }
+        return out
       })),
 
     get: (developerId: string, id: string, lock = false) =>

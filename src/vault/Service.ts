@@ -8,10 +8,9 @@ import { SqlClient } from "@effect/sql"
 import { Context, Deferred, Effect, FiberId, Layer } from "effect"
 import { isIP } from "node:net"
 import { Config } from "../Config.ts"
-import { Grants, GrantsLive } from "../grants/Service.ts"
-import { type AppendInput, AuditChain } from "../platform/AuditChain.ts"
+import { tokenStatusOf } from "../grants/Service.ts"
+import { type AuditedEvent, AuditedEvents } from "../platform/AuditedEvents.ts"
 import { BadGateway, BadRequest, err, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
-import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import type { GrantTokenClaims } from "../platform/Keys.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
@@ -19,7 +18,7 @@ import { iso, nowMillis } from "../platform/Time.ts"
 import { CredentialUnreadable, type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
 import { makeCoalescer } from "./Coalesce.ts"
-import { type CredentialRow, makeRepo } from "./Repo.ts"
+import { type CredentialRow, type ExchangeKey, makeRepo } from "./Repo.ts"
 
 export const credentialView = (row: CredentialRow) => ({
   id: row.id,
@@ -207,9 +206,7 @@ export const VaultServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const ring: Keyring = yield* VaultKeys
-    const grants = yield* Grants
-    const events = yield* Events
-    const audit = yield* AuditChain
+    const audited = yield* AuditedEvents
     const repo = makeRepo(sql)
 
     const store: VaultService["store"] = (developerId, input) =>
@@ -352,26 +349,17 @@ export const VaultServiceLive = Layer.effect(
       })
 
     /**
-     * The event and audit-chain entry of each exchange commit in one transaction before the token
-     * is handed out. Exchanges that finish while a commit is under way are written together in the
-     * next one (group commit): one transaction, one multi-row insert each and one chain-head lock
-     * per batch instead of per exchange, so a busy developer's exchanges do not queue one commit at
-     * a time on the chain head. (appendMany locks heads in developer order: no deadlock between instances.)
+     * The event and audit-chain entry of each exchange are committed before the token is handed
+     * out. Exchanges that finish while a commit is under way are written together in the next one
+     * (group commit): one statement per developer per batch (see AuditedEvents), so a busy
+     * developer's exchanges do not queue one commit at a time on the chain head.
      */
     const record = makeCoalescer(
-      (batch: ReadonlyArray<{ readonly developerId: string; readonly data: Record<string, unknown>; readonly audit: AppendInput }>) =>
-        sql.withTransaction(Effect.zipRight(
-          events.emitMany(batch.map((p) => ({ developerId: p.developerId, type: "vault.credential.exchanged" as const, data: p.data }))),
-          audit.appendMany(batch.map((p) => p.audit))
-        )).pipe(Effect.as(batch.map(() => undefined)), Effect.orDie)
+      (batch: ReadonlyArray<AuditedEvent>) => Effect.as(audited.recordMany(batch), batch.map(() => undefined))
     )
 
-    /** the exchange's credential lookup, batched with the concurrent ones */
-    const lookup = makeCoalescer(
-      (keys: ReadonlyArray<{ developerId: string; principalId: string; service: string }>) =>
-        repo.findManyByTriple(keys).pipe(Effect.orDie),
-      { parallel: 2 }
-    )
+    /** the exchange's online token check and credential lookup: one statement, batched with the concurrent ones */
+    const read = makeCoalescer((keys: ReadonlyArray<ExchangeKey>) => repo.findForExchange(keys).pipe(Effect.orDie), { parallel: 2 })
 
     const exchange: VaultService["exchange"] = (claims, rawBody) =>
       Effect.gen(function*() {
@@ -385,14 +373,17 @@ export const VaultServiceLive = Layer.effect(
         }
         const service = exchangeService(rawBody)
         // The online status and the row are read together; nothing is decided before both checks pass in order.
-        const [status, row] = yield* Effect.all([
-          grants.tokenStatus(claims),
+        const found = yield* read({
+          grnt: claims.grnt,
+          jti: claims.jti,
+          developerId: claims.dev,
+          principalId: claims.sub,
           // a service no credential can have (e.g. a NUL character) is never sent to the database, so it
           // cannot fail the batch of lookups it would share with other requests
-          service === undefined || !STORABLE_SERVICE.test(service)
-            ? Effect.succeed(undefined)
-            : lookup({ developerId: claims.dev, principalId: claims.sub, service })
-        ], { concurrency: 2 })
+          service: service === undefined || !STORABLE_SERVICE.test(service) ? null : service
+        })
+        const status = tokenStatusOf(claims, found.token, startedMs)
+        const row = found.credential
         if (status !== "active") {
           return yield* Effect.fail(err.unauthorized(
             status === "revoked" ? "Grant or grant token has been revoked" : "Grant token missing, invalid or expired"
@@ -431,9 +422,9 @@ export const VaultServiceLive = Layer.effect(
         }
         yield* record({
           developerId: claims.dev,
+          type: "vault.credential.exchanged",
           data,
           audit: {
-            developerId: claims.dev,
             action: "service.vault.credential_exchanged",
             agentId,
             agentDid: claims.agt ?? null,
@@ -442,8 +433,10 @@ export const VaultServiceLive = Layer.effect(
             metadata: { credentialId: current.id, service: current.service, tokenId: claims.jti, refreshed }
           }
         })
+        // (the level is checked first: annotating costs a fiber-ref update per exchange even when nothing is logged)
         yield* Effect.logDebug("vault credential exchanged").pipe(
-          Effect.annotateLogs({ credentialId: current.id, developerId: claims.dev, service: current.service, grantId: claims.grnt, refreshed })
+          Effect.annotateLogs({ credentialId: current.id, developerId: claims.dev, service: current.service, grantId: claims.grnt, refreshed }),
+          Effect.whenLogLevel("Debug")
         )
         return {
           accessToken: secrets.accessToken,
@@ -459,4 +452,4 @@ export const VaultServiceLive = Layer.effect(
 )
 
 /** The capability's services, provided to its handlers and to other capabilities. */
-export const VaultLive = VaultServiceLive.pipe(Layer.provideMerge(VaultKeysLive), Layer.provide(GrantsLive))
+export const VaultLive = VaultServiceLive.pipe(Layer.provideMerge(VaultKeysLive))

@@ -106,6 +106,33 @@ const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: 
   return errorResponse(500, "INTERNAL_ERROR", "Internal error", requestId)
 }
 
+/**
+ * How a failed request is logged: a client's mistake (a body that is not JSON, an unknown route) is
+ * a debug line without a stack, a database that is away a warning, and only what the service did
+ * wrong (a defect, an unexpected failure) an error with the whole cause.
+ */
+const isClientMistake = (reason: unknown): boolean => {
+  const tag = (reason as { _tag?: string } | null)?._tag
+  if (tag === "RequestError" || tag === "RouteNotFound") return true
+  return HttpServerResponse.isServerResponse(reason) && reason.status < 500
+}
+
+const logFailure = (cause: Cause.Cause<unknown>, requestId: string, path: string): Effect.Effect<void> => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.void
+  if (isDatabaseUnavailable(cause)) {
+    return Effect.logWarning("request failed: database unavailable").pipe(Effect.annotateLogs({ requestId, path }))
+  }
+  // (the platform raises a body it cannot decode as a defect, beside the 4xx response it answers with)
+  const reasons = [...Cause.failures(cause), ...Cause.defects(cause)]
+  if (reasons.length > 0 && reasons.every(isClientMistake)) {
+    const reason = reasons.map((r) => (r as { _tag?: string })._tag).find((tag) => tag !== undefined) ?? "client error"
+    return Effect.logDebug("request rejected").pipe(Effect.annotateLogs({ requestId, path, reason }))
+  }
+  return Effect.logError("request failed").pipe(
+    Effect.annotateLogs({ requestId, path, cause: Cause.pretty(cause, { renderErrorCause: true }) })
+  )
+}
+
 const isHtml = (response: HttpServerResponse.HttpServerResponse) =>
   (response.body._tag === "Uint8Array" && response.body.contentType.startsWith("text/html")) ||
   (response.headers["content-type"] ?? "").startsWith("text/html")
@@ -227,13 +254,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       Effect.locally(CurrentGate, { requestId }),
       // every log line written while serving this request carries its id
       Effect.annotateLogs("requestId", requestId),
-      Effect.tapErrorCause((cause) =>
-        Cause.isInterruptedOnly(cause)
-          ? Effect.void
-          : Effect.logError("request failed").pipe(
-            Effect.annotateLogs({ requestId, path, cause: Cause.pretty(cause, { renderErrorCause: true }) })
-          )
-      ),
+      Effect.tapErrorCause((cause) => logFailure(cause, requestId, path)),
       Effect.catchAllCause((cause) => Effect.succeed(responseForCause(cause, requestId, path)))
     )
     // Responses answered by the gate itself never went through the pre-response handler.

@@ -63,12 +63,17 @@ export const ApiKeysLive = Layer.effect(
   })
 )
 
-/** What the gate (RateLimit) learned about the caller, handed to handlers without a second lookup. */
+/**
+ * One request's record, made by the envelope: what the gate (RateLimit) learned about the caller,
+ * handed to handlers without a second lookup, and the rate-limit headers the envelope adds to the
+ * response. Filled in place, so the gate costs no fiber-ref update.
+ */
 export interface GateState {
   readonly requestId: string
-  readonly developer?: Developer
-  readonly grant?: GrantTokenClaims
-  readonly grantToken?: string
+  developer?: Developer
+  grant?: GrantTokenClaims
+  grantToken?: string
+  rateHeaders?: Record<string, string>
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 

@@ -8,7 +8,7 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Context, Effect, FiberRef, Option } from "effect"
-import { CurrentGate } from "./Auth.ts"
+import { CurrentGate, type GateState } from "./Auth.ts"
 import { newId } from "./Ids.ts"
 import { Metrics } from "./Metrics.ts"
 
@@ -236,12 +236,15 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       // the web request's own body effect, already answered (field of @effect/platform's request)
       ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(preRead.value)
     }
+    const state: GateState = { requestId }
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
       if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
+      // the rate-limit headers of a request the gate admitted (its refusals carry their own)
+      if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
       if (!observed) {
         observed = true
         const seconds = (performance.now() - started) / 1000
@@ -251,7 +254,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     }
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
     const response = yield* app.pipe(
-      Effect.locally(CurrentGate, { requestId }),
+      Effect.locally(CurrentGate, state),
       // every log line written while serving this request carries its id
       Effect.annotateLogs("requestId", requestId),
       Effect.tapErrorCause((cause) => logFailure(cause, requestId, path)),

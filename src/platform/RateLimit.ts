@@ -140,12 +140,12 @@ const containmentFallback = makeMemoryStore()
  */
 export const makeGate = (api: HttpApi.HttpApi.Any) => {
   const match = makeMatcher(compileRoutes(api))
+  // the runtime's services, looked up on the first request rather than on every one
+  let services: { config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"] } | undefined
+  const lookUpServices = Effect.all({ config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys })
   return <E, R>(app: HttpApp.Default<E, R>) =>
     Effect.gen(function*() {
-      const config = yield* Config
-      const counters = yield* Counters
-      const keys = yield* Keys
-      const apiKeys = yield* ApiKeys
+      const { config, counters, keys, apiKeys } = services ??= yield* lookUpServices
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
@@ -180,7 +180,8 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           code: "RATE_LIMITED"
         })
 
-      let state: GateState = { requestId }
+      // the envelope's record of this request, filled in place (a gate used alone makes its own)
+      const state: GateState = gate ?? { requestId }
       let developer: Developer | undefined
       let unauthorized = false
       const bearer = bearerOf(request.headers["authorization"])
@@ -192,7 +193,8 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           unauthorized = true
           addRouteCheck(`addr:${address}`)
         } else {
-          state = { ...state, grant: claims, grantToken: bearer }
+          state.grant = claims
+          state.grantToken = bearer
           addRouteCheck(`jti:${claims.jti}`)
         }
       } else if (route?.apiKey) {
@@ -201,7 +203,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           unauthorized = true
           addRouteCheck(`addr:${address}`)
         } else {
-          state = { ...state, developer }
+          state.developer = developer
           addRouteCheck(policy.routeKey === "apiKey" ? `key:${developer.id}` : `addr:${address}`)
           const tag = `{${developer.id}}`
           const budget = policy.developerBudget ?? "plan"
@@ -264,9 +266,10 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         remaining: reportedCheck.limit - counts[reportIndex]!,
         resetSeconds
       }
-      const headers = rateHeaders(reported, false)
+      state.rateHeaders = rateHeaders(reported, false)
+      if (gate !== undefined) return yield* app
       yield* HttpApp.appendPreResponseHandler((_request, response) =>
-        Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+        Effect.succeed(HttpServerResponse.setHeaders(response, state.rateHeaders!)))
       return yield* Effect.locally(app, CurrentGate, state)
     })
 }

@@ -118,22 +118,43 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
           row.sealed.ciphertext, row.at]
       ).pipe(Effect.map(one)),
 
+    /** a new credential for the row (a refresh under way no longer owns it: its lease is dropped) */
     replace: (id: string, at: Date, fields: WriteFields) =>
       sql.unsafe<CredentialRow>(
         `UPDATE vault_credentials SET credential_type = $2, token_expires_at = $3, metadata = $4::jsonb, token_endpoint = $5,
-           has_refresh_token = $6, key_id = $7, iv = $8, ciphertext = $9, refreshed_at = NULL, updated_at = $10
+           has_refresh_token = $6, key_id = $7, iv = $8, ciphertext = $9, refreshed_at = NULL, updated_at = $10,
+           refresh_lease = NULL, refresh_lease_until = NULL
          WHERE id = $1 RETURNING ${COLUMNS}`,
         [id, fields.credentialType, fields.tokenExpiresAt, JSON.stringify(fields.metadata), fields.tokenEndpoint,
           fields.hasRefreshToken, fields.sealed.keyId, fields.sealed.iv, fields.sealed.ciphertext, at]
       ).pipe(Effect.map(one)),
 
-    /** after an upstream refresh: new secrets and expiry */
-    refreshed: (id: string, at: Date, tokenExpiresAt: Date | null, hasRefreshToken: boolean, sealed: Sealed) =>
+    /**
+     * Claims the upstream refresh of an expired, refreshable row: sets the lease unless another
+     * live lease holds it. The row when claimed; undefined when there is nothing to claim.
+     */
+    claimRefresh: (developerId: string, id: string, now: Date, lease: string, leaseUntil: Date) =>
+      sql.unsafe<CredentialRow>(
+        `UPDATE vault_credentials SET refresh_lease = $3, refresh_lease_until = $4
+         WHERE id = $1 AND developer_id = $2 AND has_refresh_token AND token_endpoint IS NOT NULL
+           AND token_expires_at IS NOT NULL AND token_expires_at <= $5
+           AND (refresh_lease_until IS NULL OR refresh_lease_until <= $5)
+         RETURNING ${COLUMNS}`,
+        [id, developerId, lease, leaseUntil, now]
+      ).pipe(Effect.map(one)),
+
+    /** gives a lease back after a failed upstream call (the row is otherwise unchanged) */
+    releaseRefresh: (id: string, lease: string) =>
+      sql`UPDATE vault_credentials SET refresh_lease = NULL, refresh_lease_until = NULL
+          WHERE id = ${id} AND refresh_lease = ${lease}`.pipe(Effect.asVoid),
+
+    /** stores an upstream refresh's answer if the lease still stands (undefined when it does not) */
+    refreshed: (id: string, lease: string, at: Date, tokenExpiresAt: Date | null, hasRefreshToken: boolean, sealed: Sealed) =>
       sql.unsafe<CredentialRow>(
         `UPDATE vault_credentials SET token_expires_at = $2, has_refresh_token = $3, key_id = $4, iv = $5, ciphertext = $6,
-           refreshed_at = $7, updated_at = $7
-         WHERE id = $1 RETURNING ${COLUMNS}`,
-        [id, tokenExpiresAt, hasRefreshToken, sealed.keyId, sealed.iv, sealed.ciphertext, at]
+           refreshed_at = $7, updated_at = $7, refresh_lease = NULL, refresh_lease_until = NULL
+         WHERE id = $1 AND refresh_lease = $8 RETURNING ${COLUMNS}`,
+        [id, tokenExpiresAt, hasRefreshToken, sealed.keyId, sealed.iv, sealed.ciphertext, at, lease]
       ).pipe(Effect.map(one)),
 
     list: (developerId: string, filter: { principalId?: string; service?: string }, after: CursorPosition | undefined, fetch: number) => {

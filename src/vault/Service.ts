@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Deferred, Effect, FiberId, Layer } from "effect"
+import { randomUUID } from "node:crypto"
 import { isIP } from "node:net"
 import { Config } from "../Config.ts"
 import { tokenStatusOf } from "../grants/Service.ts"
@@ -113,6 +114,9 @@ const checkTokenEndpoint = (raw: string, allowPrivate: boolean): string | BadReq
 }
 
 export const REFRESH_TIMEOUT_MS = 10_000
+/** a refresh lease outlives the upstream call's timeout, so only a crashed refresher's lease runs out */
+const REFRESH_LEASE_MS = REFRESH_TIMEOUT_MS + 5_000
+const LEASE_POLL = "100 millis"
 
 interface RefreshAnswer {
   readonly accessToken: string
@@ -300,36 +304,62 @@ export const VaultServiceLive = Layer.effect(
     const isRefreshable = (row: CredentialRow) => row.hasRefreshToken && row.tokenEndpoint !== null
 
     /**
-     * Refreshes under the row lock, re-checking expiry once the lock is held, so concurrent
-     * exchanges (on any number of instances) cause one upstream call; a failure rolls back and
-     * keeps the old row.
+     * Refreshes under a lease (decisions §9; sql/0010): the exchange that claims it calls the token
+     * endpoint holding no database connection (a slow upstream must not tie up the pool, nor the one
+     * embedded connection), then stores the answer while its lease stands; a failure gives the lease
+     * back and keeps the old row. An exchange that finds another's live lease (another instance)
+     * looks again every LEASE_POLL until that refresh is stored or the lease runs out. So concurrent
+     * exchanges on any number of instances cause one upstream call.
      */
-    const refreshLocked = (developerId: string, id: string) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const row = yield* repo.get(developerId, id, true).pipe(Effect.orDie)
-        if (row === undefined) return yield* Effect.fail(notFound())
-        const secrets = yield* decrypt(row)
-        const ms = yield* nowMillis
-        if (!isExpired(row, ms) || !isRefreshable(row)) return { row, secrets, refreshed: false }
-        const answer = yield* callTokenEndpoint(row.tokenEndpoint!, secrets).pipe(
-          Effect.tapError((e) =>
-            Effect.logWarning("vault upstream refresh failed").pipe(
-              Effect.annotateLogs({ credentialId: row.id, developerId, service: row.service, reason: e.message })
-            ))
-        )
-        const after = yield* nowMillis
-        const fresh: Secrets = { ...secrets, accessToken: answer.accessToken, refreshToken: answer.refreshToken ?? secrets.refreshToken }
-        const expiresAt = answer.expiresIn === undefined ? null : new Date(after + answer.expiresIn * 1000)
-        const updated = yield* repo.refreshed(row.id, new Date(after), expiresAt, !!fresh.refreshToken, sealSecrets(ring, sealContext(row), fresh))
-          .pipe(Effect.orDie)
-        yield* Effect.logInfo("vault upstream token refreshed").pipe(
-          Effect.annotateLogs({ credentialId: row.id, developerId, service: row.service })
-        )
-        return { row: updated!, secrets: fresh, refreshed: true }
-      })).pipe(Effect.catchTag("SqlError", Effect.die))
+    const refreshUnderLease = (developerId: string, id: string): Effect.Effect<
+      { row: CredentialRow; secrets: Secrets; refreshed: boolean },
+      NotFound | BadGateway | CredentialUnreadable
+    > =>
+      Effect.gen(function*() {
+        for (;;) {
+          const ms = yield* nowMillis
+          const lease = randomUUID()
+          const claimed = yield* repo.claimRefresh(developerId, id, new Date(ms), lease, new Date(ms + REFRESH_LEASE_MS))
+          if (claimed === undefined) {
+            const row = yield* repo.get(developerId, id)
+            if (row === undefined) return yield* Effect.fail(notFound())
+            if (!isExpired(row, ms) || !isRefreshable(row)) return { row, secrets: yield* decrypt(row), refreshed: false }
+            yield* Effect.sleep(LEASE_POLL)
+            continue
+          }
+          const secrets = yield* decrypt(claimed).pipe(Effect.tapError(() => repo.releaseRefresh(id, lease)))
+          const answer = yield* callTokenEndpoint(claimed.tokenEndpoint!, secrets).pipe(
+            Effect.tapError((e) =>
+              Effect.zipRight(
+                repo.releaseRefresh(id, lease),
+                Effect.logWarning("vault upstream refresh failed").pipe(
+                  Effect.annotateLogs({ credentialId: id, developerId, service: claimed.service, reason: e.message })
+                )
+              )
+            )
+          )
+          const after = yield* nowMillis
+          const fresh: Secrets = { ...secrets, accessToken: answer.accessToken, refreshToken: answer.refreshToken ?? secrets.refreshToken }
+          const expiresAt = answer.expiresIn === undefined ? null : new Date(after + answer.expiresIn * 1000)
+          const stored = yield* repo.refreshed(id, lease, new Date(after), expiresAt, !!fresh.refreshToken, sealSecrets(ring, sealContext(claimed), fresh))
+          if (stored === undefined) {
+            // The row was replaced or deleted meanwhile (or the lease ran out): the caller still gets
+            // the token it was fetched for; the row keeps what was written after.
+            yield* Effect.logWarning("vault upstream refresh not stored: the credential changed meanwhile").pipe(
+              Effect.annotateLogs({ credentialId: id, developerId, service: claimed.service })
+            )
+            const at = new Date(after)
+            return { row: { ...claimed, tokenExpiresAt: expiresAt, refreshedAt: at, updatedAt: at }, secrets: fresh, refreshed: true }
+          }
+          yield* Effect.logInfo("vault upstream token refreshed").pipe(
+            Effect.annotateLogs({ credentialId: id, developerId, service: claimed.service })
+          )
+          return { row: stored, secrets: fresh, refreshed: true }
+        }
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    type RefreshResult = Effect.Effect.Success<ReturnType<typeof refreshLocked>>
-    type RefreshError = Effect.Effect.Error<ReturnType<typeof refreshLocked>>
+    type RefreshResult = Effect.Effect.Success<ReturnType<typeof refreshUnderLease>>
+    type RefreshError = Effect.Effect.Error<ReturnType<typeof refreshUnderLease>>
     /** one refresh in flight per credential on this instance; the others wait for its outcome */
     const inflight = new Map<string, Deferred.Deferred<RefreshResult, RefreshError>>()
     const refreshOnce = (developerId: string, id: string) =>
@@ -340,7 +370,7 @@ export const VaultServiceLive = Layer.effect(
         inflight.set(id, deferred)
         // A daemon, so a caller that goes away does not cancel the refresh the others wait for.
         return Effect.forkDaemon(
-          refreshLocked(developerId, id).pipe(
+          refreshUnderLease(developerId, id).pipe(
             Effect.exit,
             Effect.flatMap((exit) => Deferred.done(deferred, exit)),
             Effect.ensuring(Effect.sync(() => inflight.delete(id)))

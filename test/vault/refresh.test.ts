@@ -154,6 +154,58 @@ describe("upstream refresh", () => {
     expect(events.every((e) => e.data.refreshed === true)).toBe(true)
   })
 
+  test("a slow upstream holds no database connection: other requests are served while it answers", async () => {
+    await storeExpiring("user_slow")
+    const token = await tokenFor("user_slow")
+    await app.adjust("2 minutes")
+    delayMs = 1500
+    const started = performance.now()
+    let exchangeDone = 0
+    const pending = exchange(token).then((r) => {
+      exchangeDone = performance.now() - started
+      return r
+    })
+    while (calls.length === 0) await Bun.sleep(10) // the upstream call is under way
+    // routes that need the database (embedded mode has exactly one connection)
+    const list = await app.request("GET", "/v1/vault/credentials?principalId=user_slow", { apiKey: dev.apiKey })
+    const listDone = performance.now() - started
+    expect(list.status).toBe(200)
+    expect(list.body.credentials).toHaveLength(1)
+    const me = await app.request("GET", "/v1/audit/entries?limit=1", { apiKey: dev.apiKey })
+    expect(me.status).toBe(200)
+    const res = await pending
+    expect(res.status).toBe(200)
+    expect(res.body.accessToken).toMatch(/^fresh_access_\d+$/)
+    expect(listDone).toBeLessThan(1000)
+    expect(exchangeDone).toBeGreaterThanOrEqual(1500)
+    expect(calls).toHaveLength(1)
+  })
+
+  test("a credential stored again while its refresh is under way keeps what was stored", async () => {
+    const id = await storeExpiring("user_replaced")
+    const token = await tokenFor("user_replaced")
+    await app.adjust("2 minutes")
+    delayMs = 800
+    const pending = exchange(token)
+    while (calls.length === 0) await Bun.sleep(10)
+    const replaced = await app.request("POST", "/v1/vault/credentials", {
+      apiKey: dev.apiKey,
+      body: { principalId: "user_replaced", service: "github", accessToken: "stored_meanwhile" }
+    })
+    expect(replaced.status).toBe(201)
+    expect(replaced.body.id).toBe(id)
+    const res = await pending
+    // the exchange that started before still gets the token its refresh fetched
+    expect(res.status).toBe(200)
+    expect(res.body.accessToken).toMatch(/^fresh_access_\d+$/)
+    // the row keeps the credential stored meanwhile, not the refresh's answer
+    const after = await exchange(token)
+    expect(after.body.accessToken).toBe("stored_meanwhile")
+    const stored = await row(id)
+    expect(stored.refreshedAt).toBeNull()
+    expect(stored.refreshLease).toBeNull()
+  })
+
   test("a failed refresh answers 502 UPSTREAM_REFRESH_FAILED and keeps the old row", async () => {
     const id = await storeExpiring("user_fail")
     const token = await tokenFor("user_fail")
@@ -212,7 +264,7 @@ describe("upstream refresh", () => {
 })
 
 describe.if(usingRealPostgres)("two instances", () => {
-  test("concurrent exchanges on two instances sharing the database cause one refresh (row lock, then re-check)", async () => {
+  test("concurrent exchanges on two instances sharing the database cause one refresh (lease, then re-check)", async () => {
     const second = await startTestApp({
       databaseUrl: app.databaseUrl,
       testClock: true,
@@ -225,8 +277,19 @@ describe.if(usingRealPostgres)("two instances", () => {
       await app.adjust("2 minutes")
       await second.adjust("2 minutes")
       delayMs = 300
+      // An exchange that finds the other instance's refresh lease looks again every 100 ms of its
+      // (test) clock: both clocks move on while the exchanges are in flight.
+      let inFlight = true
+      const ticking = (async () => {
+        while (inFlight) {
+          await Promise.all([app.adjust("100 millis"), second.adjust("100 millis")])
+          await Bun.sleep(20)
+        }
+      })()
       const results = await Promise.all(Array.from({ length: 10 }, (_, i) =>
         (i % 2 === 0 ? app : second).request("POST", "/v1/vault/credentials/exchange", { bearer: token, body: { service: "github" } })))
+      inFlight = false
+      await ticking
       expect(results.map((r) => r.status)).toEqual(Array(10).fill(200))
       expect(calls).toHaveLength(1)
       expect(new Set(results.map((r) => r.body.accessToken)).size).toBe(1)

@@ -12,7 +12,7 @@
  * Entries are stored for expired and revoked bundles too: what happened offline is never lost.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Fiber, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { canonicalInput, RESULTS } from "../offline/canonical.ts"
 import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
@@ -176,12 +176,15 @@ export const OfflineSyncServiceLive = Layer.effect(
           WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}`.pipe(Effect.orDie)
         if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
 
-        // Hashes are recomputed here; signatures are checked on the verifier pool while the
-        // transaction below takes the lock, reads what is stored and writes, so the two overlap.
-        const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
-        const verification = yield* Effect.fork(
-          verifier.verify(entries.map((e) => e.hash), entries.map((e) => e.signature), keyRows.map((k) => k.publicKeyPem))
+        // Signatures are checked on the verifier pool (over the claimed hashes) while the hashes are
+        // recomputed here and the transaction below takes the lock, reads what is stored and
+        // writes, so all of it overlaps.
+        const verification = yield* verifier.start(
+          entries.map((e) => e.hash),
+          entries.map((e) => e.signature),
+          keyRows.map((k) => k.publicKeyPem)
         )
+        const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
 
         return yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis
@@ -212,7 +215,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           const hoped = judge(entries, hashOk, undefined, existing, storedHead)
           const at = new Date(ms)
           yield* storeEntries(bundleId, developerId, at, hoped)
-          const signatureOk = yield* Fiber.join(verification)
+          const signatureOk = yield* verification
           let outcome = hoped
           if (signatureOk.some((ok) => ok !== 1)) {
             // A signature failed: the batch is judged again with the real results (the order of the

@@ -8,7 +8,15 @@ import { availableParallelism } from "node:os"
 import { verifyBatch } from "./verifyCore.ts"
 
 export interface VerifierService {
-  readonly verify: (messages: ReadonlyArray<string>, signatures: ReadonlyArray<string>, keys: ReadonlyArray<string>) => Effect.Effect<Uint8Array>
+  /**
+   * Hands the batch to the workers at once (so the caller's own work overlaps the checks) and
+   * answers the effect that waits for the results: 1 where a key verifies the signature.
+   */
+  readonly start: (
+    messages: ReadonlyArray<string>,
+    signatures: ReadonlyArray<string>,
+    keys: ReadonlyArray<string>
+  ) => Effect.Effect<Effect.Effect<Uint8Array>>
   readonly workers: number
 }
 
@@ -52,20 +60,21 @@ export const VerifierLive = Layer.scoped(
     )
     let nextId = 0
     const onWorker = (w: PooledWorker, messages: ReadonlyArray<string>, signatures: ReadonlyArray<string>, keys: ReadonlyArray<string>) =>
-      Effect.async<Uint8Array>((resume) => {
+      new Promise<Uint8Array>((resolve) => {
         const id = nextId++
-        w.pending.set(id, (results) =>
-          // a worker that died answers empty: verify that slice here instead
-          resume(Effect.succeed(results.length === messages.length ? results : verifyBatch(messages, signatures, keys))))
+        // a worker that died answers empty: verify that slice here instead
+        w.pending.set(id, (results) => resolve(results.length === messages.length ? results : verifyBatch(messages, signatures, keys)))
         w.worker.postMessage({ id, messages, signatures, keys })
       })
-    const verify: VerifierService["verify"] = (messages, signatures, keys) => {
-      if (pool.length === 0 || messages.length < IN_PROCESS_BELOW) return Effect.sync(() => verifyBatch(messages, signatures, keys))
-      const slice = Math.ceil(messages.length / pool.length)
-      const parts = pool.map((w, i) => [w, i * slice, Math.min(messages.length, (i + 1) * slice)] as const).filter(([, a, b]) => b > a)
-      return Effect.map(
-        Effect.all(parts.map(([w, a, b]) => onWorker(w, messages.slice(a, b), signatures.slice(a, b), keys)), { concurrency: "unbounded" }),
-        (chunks) => {
+    const start: VerifierService["start"] = (messages, signatures, keys) =>
+      Effect.sync(() => {
+        if (pool.length === 0 || messages.length < IN_PROCESS_BELOW) return Effect.sync(() => verifyBatch(messages, signatures, keys))
+        const slice = Math.ceil(messages.length / pool.length)
+        const answers = pool
+          .map((w, i) => [w, i * slice, Math.min(messages.length, (i + 1) * slice)] as const)
+          .filter(([, a, b]) => b > a)
+          .map(([w, a, b]) => onWorker(w, messages.slice(a, b), signatures.slice(a, b), keys))
+        return Effect.map(Effect.promise(() => Promise.all(answers)), (chunks) => {
           const out = new Uint8Array(messages.length)
           let offset = 0
           for (const chunk of chunks) {
@@ -73,9 +82,8 @@ export const VerifierLive = Layer.scoped(
             offset += chunk.length
           }
           return out
-        }
-      )
-    }
-    return { verify, workers: pool.length }
+        })
+      })
+    return { start, workers: pool.length }
   })
 )

@@ -21,7 +21,7 @@ Usage:
   agent-auth dev                        embedded mode: PGlite under ./.data, in-memory counters, generated keys
   agent-auth developers set-plan <developerId> <free|pro|enterprise>
   agent-auth keys generate              print a new RSA private key (PEM) for RSA_PRIVATE_KEY
-  agent-auth vault rekey                re-encrypt every vault credential under the active key
+  agent-auth vault rekey                re-encrypt vault credentials and webhook secrets under the active key
   agent-auth --version | --help
 
 Configuration is read from the environment; see README.md.`

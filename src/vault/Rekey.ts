@@ -1,22 +1,24 @@
 /**
- * `agent-auth vault rekey`: re-encrypts every vault row that is not under the active key, online.
+ * `agent-auth vault rekey`: re-encrypts everything sealed with the vault keys that is not under the
+ * active key, online: the vault credentials, then the webhook signing secrets.
  *
  * Rows are taken in id order, in batches; each batch is its own short transaction that locks its
  * rows with FOR UPDATE SKIP LOCKED, so the service keeps serving (exchanges read without locks;
- * a row being refreshed or replaced right now is skipped and picked up by a later pass). Running it
- * again does nothing (only rows whose key_id differs from the active key are touched). Rows that do
- * not decrypt under any configured key are left as they were and reported.
+ * a row being written right now is skipped and picked up by a later pass). Running it again does
+ * nothing (only rows whose key id differs from the active key are touched). Rows that do not
+ * decrypt under any configured key are left as they were and reported.
  *
  * Run it after every instance runs with the new key first (VAULT_ENCRYPTION_KEYS=new,old), so no
  * instance writes under the old key any more; then the old key can be dropped from the list.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { OperatorCommand } from "../operator.ts"
-import { type Keyring, keyringFor, openSync, seal } from "./Crypto.ts"
+import { secretContext } from "../webhooks/Service.ts"
+import { type Keyring, keyringFor, openSync, seal, type SealContext, type Sealed } from "./Crypto.ts"
 
-export interface RekeyResult {
-  readonly activeKeyId: string
+export interface RekeyedKind {
   readonly rekeyed: number
   /** rows that no configured key decrypts (left unchanged) */
   readonly unreadable: ReadonlyArray<string>
@@ -24,21 +26,83 @@ export interface RekeyResult {
   readonly remaining: number
 }
 
-interface Row {
-  readonly id: string
-  readonly developerId: string
-  readonly principalId: string
-  readonly service: string
-  readonly keyId: string
-  readonly iv: string
-  readonly ciphertext: string
+export interface RekeyResult {
+  readonly activeKeyId: string
+  readonly credentials: RekeyedKind
+  readonly webhookSecrets: RekeyedKind
 }
 
-export const rekey = (ring: Keyring, options: { batchSize?: number; maxPasses?: number } = {}) =>
+/** One kind of sealed row: how to take a batch not under the active key, and how to write it back. */
+interface SealedRows {
+  /** up to `limit` rows after `after` (id order) not under `active`, locked FOR UPDATE SKIP LOCKED */
+  readonly batch: (active: string, after: string, limit: number) => Effect.Effect<
+    ReadonlyArray<{ readonly id: string; readonly context: SealContext; readonly sealed: Sealed }>,
+    SqlError,
+    SqlClient.SqlClient
+  >
+  /** writes the re-sealed rows, a no-op for a row another writer already moved to `active` */
+  readonly write: (active: string, rows: ReadonlyArray<{ readonly id: string; readonly sealed: Sealed }>) => Effect.Effect<void, SqlError, SqlClient.SqlClient>
+  readonly countNotUnder: (active: string) => Effect.Effect<number, SqlError, SqlClient.SqlClient>
+}
+
+const vaultCredentials: SealedRows = {
+  batch: (active, after, limit) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ id: string; developerId: string; principalId: string; service: string; keyId: string; iv: string; ciphertext: string }>`
+        SELECT id, developer_id, principal_id, service, key_id, iv, ciphertext FROM vault_credentials
+        WHERE key_id <> ${active} AND id > ${after}
+        ORDER BY id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
+        rows.map((row) => ({
+          id: row.id,
+          context: { id: row.id, developerId: row.developerId, principalId: row.principalId, service: row.service },
+          sealed: { keyId: row.keyId, iv: row.iv, ciphertext: row.ciphertext }
+        }))
+      ))),
+  write: (active, rows) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe(
+        `UPDATE vault_credentials v SET key_id = $1, iv = u.iv, ciphertext = u.ct
+         FROM unnest($2::text[], $3::text[], $4::text[]) AS u(id, iv, ct)
+         WHERE v.id = u.id AND v.key_id <> $1`,
+        [active, rows.map((r) => r.id), rows.map((r) => r.sealed.iv), rows.map((r) => r.sealed.ciphertext)] as any
+      )).pipe(Effect.asVoid),
+  countNotUnder: (active) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM vault_credentials WHERE key_id <> ${active}`).pipe(
+        Effect.map(([row]) => Number(row?.n ?? 0))
+      )
+}
+
+/** Webhook signing secrets are sealed with the same keys (a JSON Sealed in secret_ciphertext). */
+const webhookSecrets: SealedRows = {
+  batch: (active, after, limit) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ id: string; developerId: string; secretCiphertext: string }>`
+        SELECT id, developer_id, secret_ciphertext FROM webhook_endpoints
+        WHERE secret_ciphertext::jsonb->>'keyId' <> ${active} AND id > ${after}
+        ORDER BY id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
+        rows.map((row) => ({ id: row.id, context: secretContext(row.id, row.developerId), sealed: JSON.parse(row.secretCiphertext) as Sealed }))
+      ))),
+  write: (active, rows) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe(
+        `UPDATE webhook_endpoints w SET secret_ciphertext = u.sealed
+         FROM unnest($2::text[], $3::text[]) AS u(id, sealed)
+         WHERE w.id = u.id AND w.secret_ciphertext::jsonb->>'keyId' <> $1`,
+        [active, rows.map((r) => r.id), rows.map((r) => JSON.stringify(r.sealed))] as any
+      )).pipe(Effect.asVoid),
+  countNotUnder: (active) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_endpoints WHERE secret_ciphertext::jsonb->>'keyId' <> ${active}`).pipe(
+        Effect.map(([row]) => Number(row?.n ?? 0))
+      )
+}
+
+const rekeyRows = (ring: Keyring, rows: SealedRows, batchSize: number, maxPasses: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const batchSize = options.batchSize ?? 200
-    const maxPasses = options.maxPasses ?? 20
     const active = ring.active.kid
     const unreadable = new Set<string>()
     let rekeyed = 0
@@ -47,51 +111,43 @@ export const rekey = (ring: Keyring, options: { batchSize?: number; maxPasses?: 
       let after = ""
       for (;;) {
         const batch = yield* sql.withTransaction(Effect.gen(function*() {
-          const rows = yield* sql<Row>`
-            SELECT id, developer_id, principal_id, service, key_id, iv, ciphertext FROM vault_credentials
-            WHERE key_id <> ${active} AND id > ${after}
-            ORDER BY id LIMIT ${batchSize}
-            FOR UPDATE SKIP LOCKED`
-          const ids: Array<string> = []
-          const ivs: Array<string> = []
-          const cts: Array<string> = []
-          for (const row of rows) {
-            const context = { id: row.id, developerId: row.developerId, principalId: row.principalId, service: row.service }
-            const plaintext = openSync(ring, context, row)
+          const taken = yield* rows.batch(active, after, batchSize)
+          const resealed: Array<{ id: string; sealed: Sealed }> = []
+          for (const row of taken) {
+            const plaintext = openSync(ring, row.context, row.sealed)
             if (typeof plaintext !== "string") {
               unreadable.add(row.id)
               continue
             }
-            const sealed = seal(ring, context, plaintext)
-            ids.push(row.id)
-            ivs.push(sealed.iv)
-            cts.push(sealed.ciphertext)
+            resealed.push({ id: row.id, sealed: seal(ring, row.context, plaintext) })
           }
-          if (ids.length > 0) {
-            // The key-id check makes the write a no-op for a row another writer already moved on.
-            yield* sql.unsafe(
-              `UPDATE vault_credentials v SET key_id = $1, iv = u.iv, ciphertext = u.ct
-               FROM unnest($2::text[], $3::text[], $4::text[]) AS u(id, iv, ct)
-               WHERE v.id = u.id AND v.key_id <> $1`,
-              [active, ids, ivs, cts] as any
-            )
-          }
-          return { last: rows[rows.length - 1]?.id, done: ids.length }
+          if (resealed.length > 0) yield* rows.write(active, resealed)
+          return { last: taken[taken.length - 1]?.id, done: resealed.length }
         }))
         rekeyed += batch.done
         if (batch.last === undefined) break
         after = batch.last
       }
-      const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM vault_credentials WHERE key_id <> ${active}`
-      remaining = Number(count?.n ?? 0) - unreadable.size
+      remaining = (yield* rows.countNotUnder(active)) - unreadable.size
       if (remaining <= 0) {
         remaining = 0
         break
       }
-      // Some rows were locked by a refresh or an upsert: give them a moment, then pass again.
+      // Some rows were locked by a refresh, an upsert or a secret rotation: give them a moment, then pass again.
       yield* Effect.sleep("100 millis")
     }
-    return { activeKeyId: active, rekeyed, unreadable: [...unreadable], remaining } satisfies RekeyResult
+    return { rekeyed, unreadable: [...unreadable], remaining } satisfies RekeyedKind
+  })
+
+export const rekey = (ring: Keyring, options: { batchSize?: number; maxPasses?: number } = {}) =>
+  Effect.gen(function*() {
+    const batchSize = options.batchSize ?? 200
+    const maxPasses = options.maxPasses ?? 20
+    return {
+      activeKeyId: ring.active.kid,
+      credentials: yield* rekeyRows(ring, vaultCredentials, batchSize, maxPasses),
+      webhookSecrets: yield* rekeyRows(ring, webhookSecrets, batchSize, maxPasses)
+    } satisfies RekeyResult
   })
 
 /** `agent-auth vault rekey [--batch-size N]` */
@@ -112,14 +168,17 @@ export const rekeyCommand: OperatorCommand = (args, config) =>
     const result = yield* rekey(ring, { batchSize }).pipe(
       Effect.mapError((e) => new Error(`database error: ${e.message}`))
     )
-    const summary = `re-encrypted ${result.rekeyed} vault credential(s) under key ${result.activeKeyId}`
-    if (result.unreadable.length > 0) {
+    const { credentials, webhookSecrets: secrets } = result
+    const summary = `re-encrypted ${credentials.rekeyed} vault credential(s) and ${secrets.rekeyed} webhook secret(s) under key ${result.activeKeyId}`
+    const unreadable = [...credentials.unreadable, ...secrets.unreadable]
+    if (unreadable.length > 0) {
       return yield* Effect.fail(new Error(
-        `${summary}; ${result.unreadable.length} could not be decrypted with any configured key and were left unchanged: ${result.unreadable.slice(0, 10).join(", ")}`
+        `${summary}; ${unreadable.length} could not be decrypted with any configured key and were left unchanged: ${unreadable.slice(0, 10).join(", ")}`
       ))
     }
-    if (result.remaining > 0) {
-      return yield* Effect.fail(new Error(`${summary}; ${result.remaining} still locked by other writers: run it again`))
+    const remaining = credentials.remaining + secrets.remaining
+    if (remaining > 0) {
+      return yield* Effect.fail(new Error(`${summary}; ${remaining} still locked by other writers: run it again`))
     }
     return summary
   })

@@ -1,7 +1,8 @@
 /**
- * Key rotation: credentials written under k1; the service restarts with `k2,k1`; `vault rekey`
- * runs while exchanges and upserts keep going; nothing is lost, every row ends under k2, a second
- * run does nothing, and the service then works with k2 alone.
+ * Key rotation: credentials and a webhook secret written under k1; the service restarts with
+ * `k2,k1`; `vault rekey` runs while exchanges and upserts keep going; nothing is lost, every row
+ * ends under k2, a second run does nothing, and the service then works with k2 alone (the webhook
+ * secret included: deliveries are signed with it).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { Effect } from "effect"
@@ -11,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { operatorCommands } from "../../src/operator.ts"
 import { openSecrets, VaultKeys } from "../../src/vault/Crypto.ts"
+import { Webhooks } from "../../src/webhooks/Service.ts"
 import { createDatabase, startTestApp, type TestApp, usingRealPostgres } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 
@@ -48,12 +50,22 @@ const allSecrets = (app: TestApp) =>
     return { out, keyIds: [...new Set(rows.map((r: any) => r.keyId))].sort() }
   }))
 
+const webhookKeyIds = async (app: TestApp) =>
+  [...new Set((await app.query("SELECT secret_ciphertext FROM webhook_endpoints")).map((r) => JSON.parse(r.secretCiphertext).keyId))]
+
+/** the endpoint's signing secret as the delivery worker opens it (undefined when no key opens it) */
+const openWebhookSecret = async (app: TestApp) => {
+  const [row] = await app.query("SELECT id, developer_id, secret_ciphertext FROM webhook_endpoints")
+  return app.run(Effect.map(Webhooks, (w) => w.secretOf(row)))
+}
+
 test("rekey under concurrent exchanges and upserts loses nothing; idempotent; old key can then be dropped", async () => {
   // 1. Written under k1.
   let app = await startTestApp({ databaseUrl, env: { VAULT_ENCRYPTION_KEYS: k1 } })
   const expected: Record<string, string> = {}
   let dev: { apiKey: string; developerId: string }
   const tokens: Array<{ principal: string; token: string }> = []
+  let webhookSecret = ""
   try {
     dev = await app.signup({ plan: "enterprise" })
     const agent = await createAgent(app, dev.developerId, ["*"])
@@ -74,6 +86,13 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
       }
     }
     expect((await allSecrets(app)).keyIds).toEqual(["k1"])
+    const hook = await app.request("POST", "/v1/webhooks", {
+      apiKey: dev.apiKey,
+      body: { url: "http://127.0.0.1:9/hook", events: ["vault.credential.exchanged"] }
+    })
+    expect(hook.status).toBe(201)
+    webhookSecret = hook.body.secret
+    expect(await webhookKeyIds(app)).toEqual(["k1"])
   } finally {
     await app.stop()
   }
@@ -120,14 +139,17 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     expect(failures).toEqual([])
     expect(exchanges).toBeGreaterThan(0)
     expect(upserts).toBeGreaterThan(0)
-    expect(message).toMatch(/^re-encrypted \d+ vault credential\(s\) under key k2$/)
+    expect(message).toMatch(/^re-encrypted \d+ vault credential\(s\) and 1 webhook secret\(s\) under key k2$/)
 
     const after = await allSecrets(app)
     expect(after.keyIds).toEqual(["k2"])
     expect(after.out).toEqual(expected)
 
     // idempotent
-    expect(await app.run(operatorCommands["vault rekey"]!([], app.config))).toBe("re-encrypted 0 vault credential(s) under key k2")
+    expect(await webhookKeyIds(app)).toEqual(["k2"])
+    expect(await app.run(operatorCommands["vault rekey"]!([], app.config))).toBe(
+      "re-encrypted 0 vault credential(s) and 0 webhook secret(s) under key k2"
+    )
   } finally {
     await app.stop()
   }
@@ -140,6 +162,7 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
       expect(res.status).toBe(200)
       expect(res.body.accessToken).toBe(expected[principal])
     }
+    expect(await openWebhookSecret(app)).toBe(webhookSecret)
   } finally {
     await app.stop()
   }
@@ -155,10 +178,12 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     return { code, stdout: await new Response(proc.stdout).text(), stderr: await new Response(proc.stderr).text() }
   }
   const rotated = await run(`${k3},${k2}`)
-  expect(rotated).toEqual({ code: 0, stdout: `re-encrypted ${COUNT} vault credential(s) under key k3\n`, stderr: "" })
+  expect(rotated).toEqual({ code: 0, stdout: `re-encrypted ${COUNT} vault credential(s) and 1 webhook secret(s) under key k3\n`, stderr: "" })
   const wrong = await run(`k4:${key()}`)
   expect(wrong.code).toBe(1)
-  expect(wrong.stderr).toContain(`re-encrypted 0 vault credential(s) under key k4; ${COUNT} could not be decrypted`)
+  expect(wrong.stderr).toContain(
+    `re-encrypted 0 vault credential(s) and 0 webhook secret(s) under key k4; ${COUNT + 1} could not be decrypted`
+  )
   expect(wrong.stderr.trim().split("\n")).toHaveLength(1)
 
   app = await startTestApp({ databaseUrl, env: { VAULT_ENCRYPTION_KEYS: k3 } })
@@ -166,6 +191,8 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     const final = await allSecrets(app)
     expect(final.keyIds).toEqual(["k3"])
     expect(final.out).toEqual(expected)
+    expect(await webhookKeyIds(app)).toEqual(["k3"])
+    expect(await openWebhookSecret(app)).toBe(webhookSecret)
   } finally {
     await app.stop()
   }

@@ -1,11 +1,17 @@
 /**
  * API-key authentication (decisions §2). Keys are stored only as SHA-256; a lookup is by hash.
- * Resolved keys are cached for a few seconds so the hot path does not pay a query per request;
- * rotation on this instance drops the cached entry at once (other instances within CACHE_MS).
+ * Resolved keys are cached for a few seconds so the hot path does not pay a query per request.
+ * A change to a developer (key rotation, plan, settings) drops its entries at once on this instance
+ * and, through a notification sent when the change commits, on every other instance (LISTEN on
+ * DEVELOPER_CHANGES; embedded mode is a single process). CACHE_MS bounds what a lost notification
+ * (a listener reconnecting) can leave behind.
  */
 import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, FiberRef, Layer, Option, Redacted } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, FiberRef, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { Config } from "../Config.ts"
+import { isEmbeddedDatabase } from "./Database.ts"
 import { createHash } from "node:crypto"
 import { Unauthorized, err } from "./Errors.ts"
 import type { GrantTokenClaims } from "./Keys.ts"
@@ -26,6 +32,9 @@ export class CurrentDeveloper extends Context.Tag("agent-auth/CurrentDeveloper")
 export const hashApiKey = (apiKey: string): string => createHash("sha256").update(apiKey).digest("hex")
 
 const CACHE_MS = 5_000
+
+/** notified with a developer's id when the developer row changes (the payload of pg_notify) */
+export const DEVELOPER_CHANGES = "developer_changes"
 const CACHE_MAX = 10_000
 
 export interface ApiKeyService {
@@ -35,10 +44,11 @@ export interface ApiKeyService {
 
 export class ApiKeys extends Context.Tag("agent-auth/ApiKeys")<ApiKeys, ApiKeyService>() {}
 
-export const ApiKeysLive = Layer.effect(
+export const ApiKeysLive = Layer.scoped(
   ApiKeys,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
     const cache = new Map<string, { developer: Developer | undefined; until: number }>()
     const resolve = (apiKey: string) => {
       if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return Effect.succeed(undefined)
@@ -58,6 +68,16 @@ export const ApiKeysLive = Layer.effect(
     }
     const forget = (developerId: string) => {
       for (const [hash, entry] of cache) if (entry.developer?.id === developerId) cache.delete(hash)
+    }
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    if (pg._tag === "Some" && !isEmbeddedDatabase(config.databaseUrl)) {
+      yield* pg.value.listen(DEVELOPER_CHANGES).pipe(
+        Stream.runForEach((developerId) => Effect.sync(() => forget(developerId))),
+        // while the listener reconnects, entries fall back to expiring after CACHE_MS
+        Effect.retry({ schedule: Schedule.spaced("1 second") }),
+        Effect.catchAllCause(() => Effect.void),
+        Effect.forkScoped
+      )
     }
     return { resolve, forget }
   })

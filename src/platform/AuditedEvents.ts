@@ -42,6 +42,7 @@ interface Head {
 
 /** optimistic attempts before the locking transaction takes over */
 const ATTEMPTS = 3
+const KNOWN_HEADS_MAX = 10_000
 
 export const AuditedEventsLive = Layer.effect(
   AuditedEvents,
@@ -98,6 +99,8 @@ export const AuditedEventsLive = Layer.effect(
           if (head === undefined) break
           const written = yield* writeOnHead(developerId, head, group, ms)
           if (written !== undefined) {
+            // a guess per developer that wrote lately: bounded, a forgotten one costs one read
+            if (knownHeads.size >= KNOWN_HEADS_MAX && !knownHeads.has(developerId)) knownHeads.clear()
             knownHeads.set(developerId, written)
             return
           }

@@ -113,7 +113,7 @@ export const rowToEntry = (row: Row): AuditEntry => ({
   status: row.status
 })
 
-/** The columns of a batch of entries, as `unnest` arrays, in the order of INSERT_ENTRIES below. */
+/** The columns of a batch of entries, as `unnest` arrays, in the order insertEntriesSql takes them. */
 export interface EntryColumns {
   readonly id: Array<string>
   readonly seq: Array<number>

@@ -106,17 +106,18 @@ const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: 
   return errorResponse(500, "INTERNAL_ERROR", "Internal error", requestId)
 }
 
-/**
- * How a failed request is logged: a client's mistake (a body that is not JSON, an unknown route) is
- * a debug line without a stack, a database that is away a warning, and only what the service did
- * wrong (a defect, an unexpected failure) an error with the whole cause.
- */
+/** a reason a request failed that is the client's doing (an undecodable body, an unknown route, a 4xx answer) */
 const isClientMistake = (reason: unknown): boolean => {
   const tag = (reason as { _tag?: string } | null)?._tag
   if (tag === "RequestError" || tag === "RouteNotFound") return true
   return HttpServerResponse.isServerResponse(reason) && reason.status < 500
 }
 
+/**
+ * How a failed request is logged: a client's mistake (a body that is not JSON, an unknown route) is
+ * a debug line without a stack, a database that is away a warning, and only what the service did
+ * wrong (a defect, an unexpected failure) an error with the whole cause.
+ */
 const logFailure = (cause: Cause.Cause<unknown>, requestId: string, path: string): Effect.Effect<void> => {
   if (Cause.isInterruptedOnly(cause)) return Effect.void
   if (isDatabaseUnavailable(cause)) {

@@ -5,7 +5,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AppConfig } from "./Config.ts"
-import { DEVELOPER_CHANGES } from "./platform/Auth.ts"
 import { rekeyCommand } from "./vault/Rekey.ts"
 
 export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
@@ -16,9 +15,7 @@ const setPlan: OperatorCommand = ([developerId, plan]) =>
       return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <free|pro|enterprise>"))
     }
     const sql = yield* SqlClient.SqlClient
-    // running instances drop the developer's cached entry when this commits (its new budget applies at once)
-    const rows = yield* sql`WITH changed AS (UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id)
-                            SELECT id, pg_notify(${DEVELOPER_CHANGES}, id)::text AS notified FROM changed`.pipe(
+    const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`.pipe(
       Effect.mapError((e) => new Error(`database error: ${e.message}`))
     )
     if (rows.length === 0) return yield* Effect.fail(new Error(`no developer ${developerId}`))

@@ -2,7 +2,7 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
-import { ApiKeys, DEVELOPER_CHANGES, hashApiKey, type Developer } from "../platform/Auth.ts"
+import { ApiKeys, hashApiKey, type Developer } from "../platform/Auth.ts"
 import { err } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { now } from "../platform/Time.ts"
@@ -58,14 +58,10 @@ export const DevelopersServiceLive = Layer.effect(
         Effect.gen(function*() {
           const at = yield* now
           const rows = yield* sql<Developer>`
-            WITH changed AS (
-              UPDATE developers SET name = COALESCE(${patch.name ?? null}, name),
-                fido_required = COALESCE(${patch.fidoRequired ?? null}, fido_required), updated_at = ${at}
-              WHERE id = ${developer.id}
-              RETURNING id, name, email, mode, plan, fido_required, created_at
-            )
-            SELECT id, name, email, mode, plan, fido_required, created_at, pg_notify(${DEVELOPER_CHANGES}, id)::text AS notified
-            FROM changed`
+            UPDATE developers SET name = COALESCE(${patch.name ?? null}, name),
+              fido_required = COALESCE(${patch.fidoRequired ?? null}, fido_required), updated_at = ${at}
+            WHERE id = ${developer.id}
+            RETURNING id, name, email, mode, plan, fido_required, created_at`
           apiKeys.forget(developer.id)
           return rows[0]!
         }).pipe(Effect.orDie),
@@ -73,21 +69,14 @@ export const DevelopersServiceLive = Layer.effect(
         Effect.gen(function*() {
           const at = yield* now
           const apiKey = newApiKey(developer.mode)
-          // other instances drop their cached entry when this commits (the old key stops working everywhere)
-          yield* sql`WITH changed AS (
-                       UPDATE developers SET api_key_hash = ${hashApiKey(apiKey)}, updated_at = ${at} WHERE id = ${developer.id} RETURNING id
-                     )
-                     SELECT pg_notify(${DEVELOPER_CHANGES}, id) FROM changed`
+          yield* sql`UPDATE developers SET api_key_hash = ${hashApiKey(apiKey)}, updated_at = ${at} WHERE id = ${developer.id}`
           apiKeys.forget(developer.id)
           return { apiKey, rotatedAt: at.toISOString() }
         }).pipe(Effect.orDie),
       setPlan: (developerId, plan) =>
         Effect.gen(function*() {
           const at = yield* now
-          const rows = yield* sql`WITH changed AS (
-                                    UPDATE developers SET plan = ${plan}, updated_at = ${at} WHERE id = ${developerId} RETURNING id
-                                  )
-                                  SELECT id, pg_notify(${DEVELOPER_CHANGES}, id)::text AS notified FROM changed`
+          const rows = yield* sql`UPDATE developers SET plan = ${plan}, updated_at = ${at} WHERE id = ${developerId} RETURNING id`
           apiKeys.forget(developerId)
           return rows.length > 0
         }).pipe(Effect.orDie)

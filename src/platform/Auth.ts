@@ -2,9 +2,9 @@
  * API-key authentication (decisions §2). Keys are stored only as SHA-256; a lookup is by hash.
  * Resolved keys are cached for a few seconds so the hot path does not pay a query per request.
  * A change to a developer (key rotation, plan, settings) drops its entries at once on this instance
- * and, through a notification sent when the change commits, on every other instance (LISTEN on
- * DEVELOPER_CHANGES; embedded mode is a single process). CACHE_MS bounds what a lost notification
- * (a listener reconnecting) can leave behind.
+ * and, through the notification a trigger on `developers` sends when the change commits
+ * (sql/0011), on every other instance (LISTEN on DEVELOPER_CHANGES; embedded mode is a single
+ * process). CACHE_MS bounds what a lost notification (a listener reconnecting) can leave behind.
  */
 import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
@@ -33,7 +33,7 @@ export const hashApiKey = (apiKey: string): string => createHash("sha256").updat
 
 const CACHE_MS = 5_000
 
-/** notified with a developer's id when the developer row changes (the payload of pg_notify) */
+/** notified with a developer's id when the developer row changes (by the trigger of sql/0011) */
 export const DEVELOPER_CHANGES = "developer_changes"
 const CACHE_MAX = 10_000
 

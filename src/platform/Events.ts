@@ -78,33 +78,6 @@ export const EventsLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
-    const emit = (developerId: string, type: EventType, data: Record<string, unknown>) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const ms = yield* nowMillis
-        const at = new Date(ms)
-        const id = newId("evt", ms)
-        // One statement: the event, then a delivery per live subscribed endpoint.
-        const rows = yield* sql<{ deliveries: string }>`
-          WITH event AS (
-            INSERT INTO events (id, developer_id, type, data, created_at)
-            VALUES (${id}, ${developerId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at})
-            RETURNING id
-          ), inserted AS (
-            INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
-                                            next_attempt_at, created_at, updated_at)
-            SELECT 'whd_' || ${id.slice(4, 14)} || upper(substr(md5(random()::text || e.id), 1, 16)), e.id, (SELECT id FROM event), ${developerId}, 'pending', 0,
-                   ${config.webhooks.maxAttempts}, ${at}, ${at}, ${at}
-            FROM webhook_endpoints e
-            WHERE e.developer_id = ${developerId} AND e.deleted_at IS NULL AND ${type} = ANY(e.events)
-            RETURNING 1
-          )
-          SELECT count(*)::int AS deliveries FROM inserted`
-        if (Number(rows[0]?.deliveries ?? 0) > 0) {
-          yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${developerId})`
-          nudgeDeliveryWorkers()
-        }
-        return { id, type, createdAt: at.toISOString(), data }
-      })).pipe(Effect.orDie)
     const emitMany: EventsService["emitMany"] = (items) =>
       inTransaction(sql, Effect.gen(function*() {
         if (items.length === 0) return []
@@ -125,6 +98,9 @@ export const EventsLive = Layer.effect(
         if (rows.length > 0) nudgeDeliveryWorkers()
         return items.map((i, n) => ({ id: ids[n]!, type: i.type, createdAt: at.toISOString(), data: i.data }))
       })).pipe(Effect.orDie)
+    // one event: the same statement (in the caller's transaction, or its own)
+    const emit: EventsService["emit"] = (developerId, type, data) =>
+      Effect.map(emitMany([{ developerId, type, data }]), ([event]) => event!)
     return { emit, emitMany }
   })
 )

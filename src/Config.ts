@@ -3,6 +3,7 @@
  * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
  */
 import { Context, Layer } from "effect"
+import { BlockList, isIP } from "node:net"
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, readonly problem: string) {
@@ -64,7 +65,7 @@ export interface RateLimitFigures {
 export type TrustProxy =
   | { readonly _tag: "none" }
   | { readonly _tag: "hops"; readonly hops: number }
-  | { readonly _tag: "cidrs"; readonly cidrs: ReadonlyArray<string> }
+  | { readonly _tag: "cidrs"; readonly cidrs: ReadonlyArray<string>; readonly trusted: BlockList }
 
 export class Config extends Context.Tag("agent-auth/Config")<Config, AppConfig>() {
   static layer = (config: AppConfig) => Layer.succeed(Config, config)
@@ -121,12 +122,21 @@ const parseTrustProxy = (raw: string | undefined): TrustProxy => {
   if (raw === "true") return { _tag: "hops", hops: 1 }
   if (/^\d+$/.test(raw.trim())) return { _tag: "hops", hops: Number(raw.trim()) }
   const cidrs = raw.split(",").map((s) => s.trim()).filter(Boolean)
+  // Built here, once: an address or prefix BlockList refuses (999.1.1.1, 10.0.0.0/40) stops the
+  // start with one line, instead of failing every forwarded request later.
+  const trusted = new BlockList()
   for (const cidr of cidrs) {
-    if (!/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(cidr)) {
+    const [address, bits, extra] = cidr.split("/")
+    const family = isIP(address ?? "")
+    const prefix = bits === undefined ? undefined : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN
+    if (family === 0 || extra !== undefined || (prefix !== undefined && !(prefix <= (family === 6 ? 128 : 32)))) {
       throw new ConfigError("TRUST_PROXY", `must be a hop count or a CIDR list, got "${cidr}"`)
     }
+    const type = family === 6 ? "ipv6" : "ipv4"
+    if (prefix === undefined) trusted.addAddress(address!, type)
+    else trusted.addSubnet(address!, prefix, type)
   }
-  return { _tag: "cidrs", cidrs }
+  return { _tag: "cidrs", cidrs, trusted }
 }
 
 const splitPems = (raw: string | undefined): ReadonlyArray<string> => {

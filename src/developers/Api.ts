@@ -3,7 +3,6 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { BadRequest, Conflict, Unauthorized } from "../platform/Errors.ts"
-import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const Plan = Schema.Literal("free", "pro", "enterprise")
 export const Mode = Schema.Literal("live", "sandbox")
@@ -28,7 +27,6 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .addSuccess(Schema.Struct({ ...DeveloperView.fields, apiKey: Schema.String }), { status: 201 })
       .addError(BadRequest)
       .addError(Conflict)
-      .annotate(RatePolicy, { routeLimit: 20 })
   )
   .add(
     HttpApiEndpoint.get("me", "/v1/me")

@@ -11,7 +11,8 @@
  */
 import { HttpApi, HttpApiMiddleware, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Context, Effect, FiberRef, Option } from "effect"
-import { BlockList, isIP } from "node:net"
+import * as FindMyWay from "find-my-way-ts"
+import { isIP } from "node:net"
 import { Config, type RateLimitFigures, type TrustProxy } from "../Config.ts"
 import { ApiKeys, Authentication, bearerOf, CurrentGate, type Developer, type GateState } from "./Auth.ts"
 import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
@@ -42,7 +43,6 @@ const WINDOW_MS = 60_000
 interface CompiledRoute {
   readonly id: string
   readonly method: string
-  readonly pattern: RegExp | undefined
   readonly path: string
   readonly policy: RatePolicyValue
   readonly apiKey: boolean
@@ -58,35 +58,22 @@ export const compileRoutes = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledR
         Option.getOrElse((): RatePolicyValue => ({}))
       )
       const apiKey = [...middleware].some((m) => (m as unknown) === Authentication)
-      const isStatic = !endpoint.path.includes(":") && !endpoint.path.includes("*")
-      routes.push({
-        id: `${endpoint.method} ${endpoint.path}`,
-        method: endpoint.method,
-        path: endpoint.path,
-        pattern: isStatic
-          ? undefined
-          : new RegExp("^" + endpoint.path.replace(/[.*+?^${}()|[\]\\]/g, (c) => c === ":" ? c : "\\" + c).replace(/:[A-Za-z0-9_]+/g, "[^/]+") + "/?$"),
-        policy,
-        apiKey
-      })
+      routes.push({ id: `${endpoint.method} ${endpoint.path}`, method: endpoint.method, path: endpoint.path, policy, apiKey })
     }
   })
   return routes
 }
 
+/**
+ * Finds a request's route with the router that dispatches it (find-my-way, with the same default
+ * options): every spelling the router accepts for a route (a trailing or doubled slash, another
+ * case, percent-encoding) is that route here too, so none slips past the route's own limit or the
+ * developer budgets.
+ */
 const makeMatcher = (routes: ReadonlyArray<CompiledRoute>) => {
-  const exact = new Map<string, CompiledRoute>()
-  const patterns: Array<CompiledRoute> = []
-  for (const route of routes) {
-    if (route.pattern === undefined) exact.set(`${route.method} ${route.path}`, route)
-    else patterns.push(route)
-  }
-  return (method: string, path: string): CompiledRoute | undefined => {
-    const hit = exact.get(`${method} ${path}`)
-    if (hit !== undefined) return hit
-    for (const route of patterns) if (route.method === method && route.pattern!.test(path)) return route
-    return undefined
-  }
+  const router = FindMyWay.make<CompiledRoute>()
+  for (const route of routes) router.on(route.method as any, route.path as any, route)
+  return (method: string, url: string): CompiledRoute | undefined => router.find(method as any, url)?.handler
 }
 
 /** The client address: the socket peer, or X-Forwarded-For as far as TRUST_PROXY allows. */
@@ -95,17 +82,10 @@ export const clientAddress = (trust: TrustProxy, peer: string | undefined, forwa
   if (trust._tag === "none" || forwardedFor === undefined) return remote
   const chain = [...forwardedFor.split(",").map((s) => s.trim()).filter(Boolean), remote]
   if (trust._tag === "hops") return chain[Math.max(0, chain.length - 1 - trust.hops)]!
-  const list = new BlockList()
-  for (const cidr of trust.cidrs) {
-    const [addr, bits] = cidr.split("/")
-    const family = isIP(addr!) === 6 ? "ipv6" : "ipv4"
-    if (bits === undefined) list.addAddress(addr!, family)
-    else list.addSubnet(addr!, Number(bits), family)
-  }
   for (let i = chain.length - 1; i > 0; i--) {
     const addr = chain[i]!.replace(/^::ffff:/, "")
     const family = isIP(addr) === 6 ? "ipv6" : isIP(addr) === 4 ? "ipv4" : undefined
-    if (family === undefined || !list.check(addr, family)) return chain[i]!
+    if (family === undefined || !trust.trusted.check(addr, family)) return chain[i]!
   }
   return chain[0]!
 }
@@ -149,10 +129,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
-      const url = request.url
-      const q = url.indexOf("?")
-      const path = q === -1 ? url : url.slice(0, q)
-      const route = match(request.method, path)
+      const route = match(request.method, request.url)
       const policy: RatePolicyValue = route?.policy ?? {}
       if (policy.exempt) return yield* app
       const figures = config.rateLimits
@@ -253,11 +230,8 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           : "Rate limit budget exceeded for this developer"
         return errorResponse(429, check.code, message, requestId, rateHeaders(reported, true))
       }
-      if (unauthorized) {
-        const message = policy.grantToken ? "Grant token missing, invalid or expired" : "Invalid or missing API key"
-        return errorResponse(401, "UNAUTHORIZED", message, requestId)
-      }
-      // Report the per-developer budget on API-key requests, else the route limiter.
+      // Report the per-developer budget on API-key requests, else the route limiter (the only
+      // window of a request refused for its credentials: decisions §6, headers on every answer).
       const reportIndex = checks.length - 1
       const reportedCheck = checks[reportIndex]!
       const reported = {
@@ -265,6 +239,10 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         limit: reportedCheck.limit,
         remaining: reportedCheck.limit - counts[reportIndex]!,
         resetSeconds
+      }
+      if (unauthorized) {
+        const message = policy.grantToken ? "Grant token missing, invalid or expired" : "Invalid or missing API key"
+        return errorResponse(401, "UNAUTHORIZED", message, requestId, rateHeaders(reported, false))
       }
       state.rateHeaders = rateHeaders(reported, false)
       if (gate !== undefined) return yield* app

@@ -3,6 +3,8 @@
  * exemptions. Time is frozen on TestClock so a run never straddles a minute boundary.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { ConfigError, loadConfig } from "../../src/Config.ts"
+import { clientAddress } from "../../src/platform/RateLimit.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 
 const burst = async (app: TestApp, n: number, method: string, path: string, options: Parameters<TestApp["request"]>[2] = {}) => {
@@ -131,16 +133,44 @@ describe("route limiter and headers", () => {
     expect(statuses).toContain(429)
   })
 
-  test("a route's own limit replaces the default: POST /v1/signup allows 20 per address", async () => {
+  test("a route's own limit replaces the default: POST /v1/token allows 20 per address; POST /v1/signup has none", async () => {
     const isolated = await startTestApp({ testClock: true, env: { RATE_LIMIT_ROUTE_DEFAULT: "3" } })
     try {
-      const statuses = await burst(isolated, 21, "POST", "/v1/signup", { body: { name: "n" } })
-      expect(statuses.slice(0, 20).every((s) => s === 201)).toBe(true)
-      expect(statuses[20]).toBe(429)
-      expect(await isolated.query("SELECT count(*)::int AS n FROM developers")).toEqual([{ n: 20 }])
+      const { apiKey } = await isolated.signup({ plan: "enterprise" })
+      // counted before the handler runs, which then refuses the empty body
+      const statuses = await burst(isolated, 21, "POST", "/v1/token", { apiKey, body: {} })
+      // (sent 21 at once, so which one is refused is not fixed; how many is)
+      expect(statuses.filter((s) => s === 400)).toHaveLength(20)
+      expect(statuses.filter((s) => s === 429)).toHaveLength(1)
+      // signup has no figure of its own in the interface's table: the default (3 here) applies
+      const signups = await burst(isolated, 3, "POST", "/v1/signup", { body: { name: "n" } })
+      expect(signups).toEqual([201, 201, 429])
     } finally {
       await isolated.stop()
     }
+  })
+
+  test("every spelling the router accepts is the same route to the limiter (no way round a budget)", async () => {
+    await app.adjust("60 seconds") // a fresh window: the tests above spent this address's /v1/me and signup counts
+    const { apiKey } = await app.signup({ plan: "enterprise" })
+    const spellings = ["/v1/me", "/V1/ME", "/v1/me/", "//v1/me", "/v1/%6De", "/v1/me?x=1"]
+    const statuses = []
+    for (const path of spellings) statuses.push((await app.request("GET", path, { apiKey })).status)
+    // route default 3 in this app: three answers, then the same limiter refuses every spelling
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429])
+    const health = await app.request("GET", "/health/")
+    expect(health.status).toBe(200)
+    expect(health.headers.get("x-ratelimit-limit")).toBeNull()
+  })
+
+  test("a request refused for its credentials carries the headers of the limiter that counted it", async () => {
+    await app.adjust("60 seconds")
+    const res = await app.request("GET", "/v1/me", { apiKey: "sk_live_not-a-key" })
+    expect(res.status).toBe(401)
+    expect(res.headers.get("x-ratelimit-limit")).toBe("3")
+    expect(Number(res.headers.get("x-ratelimit-remaining"))).toBeLessThanOrEqual(2)
+    expect(res.headers.get("ratelimit-policy")).toBe('"route";q=3;w=60')
+    expect(res.headers.get("retry-after")).toBeNull()
   })
 
   test("JWKS is exempt and /health is not counted", async () => {
@@ -162,5 +192,31 @@ describe("route limiter and headers", () => {
     } finally {
       await scaled.stop()
     }
+  })
+})
+
+describe("TRUST_PROXY", () => {
+  const base = { DATABASE_URL: "pglite://memory", REDIS_URL: "memory://", AUTO_GENERATE_KEYS: "true" }
+
+  test("a malformed CIDR list stops the start with one line naming the variable", () => {
+    for (const raw of ["10.0.0.0/40", "999.1.1.1", "10.0.0.0/8/1", "fe80::/129", "proxy.internal", "10.0.0.0/x"]) {
+      let error: unknown
+      try {
+        loadConfig({ ...base, TRUST_PROXY: raw })
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).variable).toBe("TRUST_PROXY")
+      expect((error as Error).message).not.toContain("\n")
+    }
+  })
+
+  test("with a CIDR list, X-Forwarded-For is believed back to the first address outside it", () => {
+    const { trustProxy } = loadConfig({ ...base, TRUST_PROXY: "10.0.0.0/8, 192.168.1.1, fd00::/8" })
+    expect(clientAddress(trustProxy, "10.1.2.3", "203.0.113.9, 192.168.1.1")).toBe("203.0.113.9")
+    expect(clientAddress(trustProxy, "10.1.2.3", "203.0.113.9, 198.51.100.7")).toBe("198.51.100.7")
+    expect(clientAddress(trustProxy, "198.51.100.7", "203.0.113.9")).toBe("198.51.100.7")
+    expect(clientAddress(trustProxy, "fd00::1", "2001:db8::5")).toBe("2001:db8::5")
   })
 })

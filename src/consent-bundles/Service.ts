@@ -55,9 +55,12 @@ export const summaryView = (b: BundleRecord, nowMs: number) => ({
   auditEntryCount: Number(b.auditEntryCount)
 })
 
-/** `72h`, `30m`, `7d` (decisions §4: ^[1-9][0-9]*[mhd]$) → seconds; undefined when malformed */
+/**
+ * `72h`, `30m`, `7d` (decisions §4: ^[1-9][0-9]*[mhd]$) → seconds; undefined when malformed. A
+ * well-formed TTL of any size parses (then over 168h → 422 INVALID_TTL, not 400).
+ */
 export const parseOfflineTtl = (ttl: string): number | undefined => {
-  const m = /^([1-9][0-9]{0,6})([mhd])$/.exec(ttl)
+  const m = /^([1-9][0-9]*)([mhd])$/.exec(ttl)
   if (m === null) return undefined
   return Number(m[1]) * (m[2] === "m" ? 60 : m[2] === "h" ? 3600 : 86400)
 }

@@ -187,6 +187,8 @@ export const GrantsServiceLive = Layer.effect(
           SELECT id, parent_grant_id, status FROM tree`
         if (tree.length === 0) return undefined
         const ids = tree.map((g) => g.id)
+        // A consent bundle's row is locked before its grant's, the order bundle revoke takes them in.
+        yield* sql`SELECT id FROM consent_bundles WHERE grant_id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
         yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} FOR UPDATE`
         const newlyRevoked = tree.filter((g) => g.status === "active").map((g) => g.id)
         if (newlyRevoked.length > 0) {
@@ -195,6 +197,14 @@ export const GrantsServiceLive = Layer.effect(
           const hasChildren = new Set(tree.map((g) => g.parentGrantId).filter((p): p is string => p !== null))
           for (const id of newlyRevoked) {
             yield* events.emit(developerId, "grant.revoked", { grantId: id, cascade: hasChildren.has(id) })
+          }
+          // A consent bundle whose grant is revoked (DELETE /v1/grants/:id, or a cascade) is revoked
+          // with it, so its status, the status filter, refresh and a second revoke all agree.
+          const bundles = yield* sql<{ id: string; grantId: string }>`
+            UPDATE consent_bundles SET status = 'revoked', revoked_at = ${at}, updated_at = ${at}
+            WHERE grant_id IN ${sql.in(newlyRevoked)} AND status = 'active' RETURNING id, grant_id`
+          for (const bundle of bundles) {
+            yield* events.emit(developerId, "consent_bundle.revoked", { bundleId: bundle.id, grantId: bundle.grantId, revokedAt: at.toISOString() })
           }
         }
         return ids

@@ -68,6 +68,9 @@ export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entr
     if (!Array.isArray(e.scopes) || e.scopes.some((s) => typeof s !== "string")) {
       return Effect.fail(invalid(`entries[${i}].scopes must be an array of strings`))
     }
+    if (e.metadata !== undefined && (e.metadata === null || typeof e.metadata !== "object" || Array.isArray(e.metadata))) {
+      return Effect.fail(invalid(`entries[${i}].metadata must be an object when present`))
+    }
     if (!(RESULTS as ReadonlyArray<string>).includes(e.result as string)) {
       return Effect.fail(invalid(`entries[${i}].result must be one of ${RESULTS.join(", ")}`))
     }
@@ -171,9 +174,11 @@ export const OfflineSyncServiceLive = Layer.effect(
     const sync: OfflineSyncService["sync"] = (developerId, body) =>
       Effect.gen(function*() {
         const { bundleId, entries } = yield* parseBody(body)
+        // the current audit key and the one before it (decisions §5): older ones no longer sign for the bundle
         const keyRows = yield* sql<{ publicKeyPem: string }>`
           SELECT k.public_key_pem FROM consent_bundle_audit_keys k JOIN consent_bundles b ON b.id = k.bundle_id
-          WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}`.pipe(Effect.orDie)
+          WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}
+          ORDER BY k.generation DESC LIMIT 2`.pipe(Effect.orDie)
         if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
 
         // Signatures are checked on the verifier pool (over the claimed hashes) while the hashes are

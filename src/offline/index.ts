@@ -120,19 +120,25 @@ export const verifyGrantToken = async (bundle: ConsentBundle, nowMs: number = Da
   if (header.alg !== "RS256") return { valid: false, reason: "malformed" }
   const jwk = bundle.jwksSnapshot.keys.find((k) => k.kid === header.kid)
   if (jwk === undefined) return { valid: false, reason: "unknown_key" }
-  const key = await crypto.subtle.importKey(
-    "jwk",
-    { kty: jwk.kty, n: jwk.n, e: jwk.e, alg: "RS256", ext: true },
-    { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
-    false,
-    ["verify"]
-  )
-  const ok = await crypto.subtle.verify(
-    "RSASSA-PKCS1-v1_5",
-    key,
-    b64urlToBytes(parts[2]!) as Uint8Array<ArrayBuffer>,
-    new TextEncoder().encode(`${parts[0]}.${parts[1]}`)
-  )
+  let ok: boolean
+  try {
+    const key = await crypto.subtle.importKey(
+      "jwk",
+      { kty: jwk.kty, n: jwk.n, e: jwk.e, alg: "RS256", ext: true },
+      { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
+      false,
+      ["verify"]
+    )
+    ok = await crypto.subtle.verify(
+      "RSASSA-PKCS1-v1_5",
+      key,
+      b64urlToBytes(parts[2]!) as Uint8Array<ArrayBuffer>,
+      new TextEncoder().encode(`${parts[0]}.${parts[1]}`)
+    )
+  } catch {
+    // a snapshot key or a signature that cannot even be read: the token is not to be trusted
+    ok = false
+  }
   if (!ok) return { valid: false, reason: "bad_signature" }
   if (typeof claims.exp !== "number" || claims.exp * 1000 <= nowMs) return { valid: false, reason: "expired" }
   if (Date.parse(bundle.jwksSnapshot.validUntil) <= nowMs) return { valid: false, reason: "snapshot_expired" }
@@ -227,12 +233,13 @@ export class OfflineAgent {
   }
 
   /**
-   * Applies the server's answer to a batch: accepted entries leave the queue; on `revoked` the agent
-   * stops and wipes the bundle (token and private key), keeping nothing it could act with.
+   * Applies the server's answer to a batch (interface rule 5): the sent entries are synced and leave
+   * the queue (an entry the server rejected would only be rejected again; `result.errors` says which
+   * and why); on `revoked` the agent stops and wipes the bundle (token and private key), keeping
+   * nothing it could act with.
    */
   applySyncResult(batch: ReadonlyArray<SignedAuditEntry>, result: SyncResult): "synced" | "wiped" {
-    const rejected = new Set(result.errors.map((e) => e.seq))
-    const sent = new Set(batch.filter((e) => !rejected.has(e.seq)).map((e) => e.seq))
+    const sent = new Set(batch.map((e) => e.seq))
     this.queue = this.queue.filter((e) => !sent.has(e.seq))
     if (result.revocationStatus === "revoked") {
       this.bundle = null

@@ -63,6 +63,12 @@ describe("create", () => {
     expect((await create({ offlineTTL: "168h" })).status).toBe(201)
     expect((await create({ offlineTTL: "7d" })).status).toBe(201)
     expect((await create({ offlineTTL: "8d" })).body.code).toBe("INVALID_TTL")
+    // well formed, however large: still 422, not 400
+    for (const offlineTTL of ["99999999h", "123456789012345678901234567890d"]) {
+      const big = await create({ offlineTTL })
+      expect(big.status).toBe(422)
+      expect(big.body.code).toBe("INVALID_TTL")
+    }
   })
 })
 
@@ -84,6 +90,50 @@ describe("state moves", () => {
     const types = (await app.query<{ type: string }>("SELECT type FROM events WHERE developer_id = $1", [dev.developerId])).map((e) => e.type)
     expect(types).toContain("consent_bundle.revoked")
     expect(types).toContain("grant.revoked")
+  })
+
+  test("the bundle's grant token opens the vault until the bundle is revoked, then 401", async () => {
+    const b = (await create({ userId: "user_vault" })).body
+    const stored = await app.request("POST", "/v1/vault/credentials", {
+      apiKey: dev.apiKey,
+      body: { principalId: "user_vault", service: "email", accessToken: "upstream-token-1" }
+    })
+    expect(stored.status).toBe(201)
+    const exchange = () =>
+      app.request("POST", "/v1/vault/credentials/exchange", { headers: { authorization: `Bearer ${b.grantToken}` }, body: { service: "email" } })
+    const before = await exchange()
+    expect(before.status).toBe(200)
+    expect(before.body.accessToken).toBe("upstream-token-1")
+    expect((await app.request("POST", `/v1/consent-bundles/${b.bundleId}/revoke`, { apiKey: dev.apiKey })).status).toBe(200)
+    const after = await exchange()
+    expect(after.status).toBe(401)
+    expect(after.body.code).toBe("UNAUTHORIZED")
+  })
+
+  test("a bundle whose grant is revoked elsewhere (DELETE /v1/grants/:id) is revoked everywhere", async () => {
+    const b = (await create()).body
+    const grantId = JSON.parse(Buffer.from(b.grantToken.split(".")[1], "base64url").toString()).grnt
+    await app.adjust("1 second")
+    expect((await app.request("DELETE", `/v1/grants/${grantId}`, { apiKey: dev.apiKey })).status).toBe(204)
+    const revokedAt = "2026-11-22T10:00:01.000Z"
+    const got = await app.request("GET", `/v1/consent-bundles/${b.bundleId}`, { apiKey: dev.apiKey })
+    expect(got.body.status).toBe("revoked")
+    const listed = await app.request("GET", "/v1/consent-bundles?status=revoked", { apiKey: dev.apiKey })
+    expect(listed.body.bundles.map((x: any) => x.id)).toContain(b.bundleId)
+    const active = await app.request("GET", "/v1/consent-bundles?status=active&limit=100", { apiKey: dev.apiKey })
+    expect(active.body.bundles.map((x: any) => x.id)).not.toContain(b.bundleId)
+    expect((await app.request("GET", `/v1/consent-bundles/${b.bundleId}/revocation-status`, { apiKey: dev.apiKey })).body)
+      .toEqual({ bundleId: b.bundleId, status: "revoked", revokedAt })
+    const again = await app.request("POST", `/v1/consent-bundles/${b.bundleId}/revoke`, { apiKey: dev.apiKey })
+    expect(again.status).toBe(409)
+    expect(again.body.code).toBe("ALREADY_REVOKED")
+    expect((await app.request("POST", `/v1/consent-bundles/${b.bundleId}/refresh`, { apiKey: dev.apiKey })).body.code).toBe("BUNDLE_REVOKED")
+    const events = await app.query<{ data: any }>(
+      "SELECT data FROM events WHERE developer_id = $1 AND type = 'consent_bundle.revoked'",
+      [dev.developerId]
+    )
+    expect(events.map((e) => (typeof e.data === "string" ? JSON.parse(e.data) : e.data)))
+      .toContainEqual({ bundleId: b.bundleId, grantId, revokedAt })
   })
 
   test("expired is derived; refresh of an expired bundle answers 409 BUNDLE_EXPIRED; revoke still works", async () => {

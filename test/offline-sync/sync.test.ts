@@ -1,7 +1,7 @@
 /** Offline audit sync: per-entry outcomes, idempotency, chain continuity, concurrency, the device kit. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import fc from "fast-check"
-import { hashEntry, OfflineAgent, type ConsentBundle, type SignedAuditEntry } from "../../src/offline/index.ts"
+import { hashEntry, OfflineAgent, type ConsentBundle, type SignedAuditEntry, verifyGrantToken } from "../../src/offline/index.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 
@@ -128,7 +128,8 @@ describe("sync", () => {
     const { bundle, entries } = await agentWith(1)
     for (const body of [{}, { bundleId: bundle.bundleId }, { bundleId: bundle.bundleId, entries: {} }, { bundleId: 1, entries: [] },
       { bundleId: bundle.bundleId, entries: [{ ...entries[0], seq: "1" }] }, { bundleId: bundle.bundleId, entries: [{ ...entries[0], scopes: [1] }] },
-      { bundleId: bundle.bundleId, entries: [{ ...entries[0], hash: undefined }] }]) {
+      { bundleId: bundle.bundleId, entries: [{ ...entries[0], hash: undefined }] },
+      ...[null, "text", 5, [1, 2]].map((metadata) => ({ bundleId: bundle.bundleId, entries: [{ ...entries[0], metadata }] }))]) {
       const res = await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, body })
       expect(res.status).toBe(400)
       expect(res.body.code).toBe("INVALID_REQUEST")
@@ -184,6 +185,44 @@ describe("sync", () => {
     expect(pending.map((e) => e.seq)).toEqual([6, 7, 8])
     const res = await sync(bundle.bundleId, pending)
     expect(res.body).toMatchObject({ accepted: 3, rejected: 0 })
+  })
+
+  test("after two refreshes the first key no longer signs for the bundle; the previous one still does", async () => {
+    const bundle = await newBundle()
+    const agent = await OfflineAgent.load(bundle)
+    agent.record("email.read", "success") // seq 1, first key
+    const refresh = async () => {
+      const r = (await app.request("POST", `/v1/consent-bundles/${bundle.bundleId}/refresh`, { apiKey: dev.apiKey })).body
+      await agent.replaceBundle(r)
+    }
+    await refresh()
+    agent.record("email.read", "success") // seq 2, second key
+    await refresh()
+    agent.record("email.read", "success") // seq 3, third key
+    const res = await sync(bundle.bundleId, agent.batches()[0]!)
+    expect(res.body.accepted).toBe(2)
+    expect(res.body.errors).toEqual([{ seq: 1, code: "INVALID_SIGNATURE", message: expect.any(String) }])
+    // seq 2 was judged against seq 1 as its prev (a rejected entry still serves as prev): accepted with the
+    // second key; seq 3 with the current one
+  })
+
+  test("the kit answers not valid (never throws) for a snapshot key or signature it cannot read", async () => {
+    const bundle = await newBundle()
+    const [key] = bundle.jwksSnapshot.keys as Array<any>
+    const unreadableKey = { ...bundle, jwksSnapshot: { ...bundle.jwksSnapshot, keys: [{ ...key, n: "%%%" }] } }
+    expect(await verifyGrantToken(unreadableKey as ConsentBundle)).toMatchObject({ valid: false })
+    const [h, p] = bundle.grantToken.split(".")
+    expect(await verifyGrantToken({ ...bundle, grantToken: `${h}.${p}.***` })).toMatchObject({ valid: false })
+    expect(await verifyGrantToken(bundle)).toMatchObject({ valid: true })
+  })
+
+  test("the kit drops every sent entry once the server has answered, rejected ones included", async () => {
+    const { bundle, agent, entries } = await agentWith(3)
+    const tampered = [entries[0]!, { ...entries[1]!, action: "email.send" }, entries[2]!]
+    const res = await sync(bundle.bundleId, tampered)
+    expect(res.body).toMatchObject({ accepted: 2, rejected: 1 })
+    expect(agent.applySyncResult(tampered, res.body)).toBe("synced")
+    expect(agent.state.pending).toEqual([])
   })
 
   test("property: any valid chain is fully accepted; any single-field mutation is rejected with the right code", async () => {

@@ -162,5 +162,16 @@ export const VaultKeysLive = Layer.effect(
     Effect.try({
       try: () => keyringFor(config),
       catch: (e) => new Error(e instanceof Error ? e.message : String(e))
-    }))
+    }).pipe(
+      // A database that outlives the process with a key that does not: say so once, at the start,
+      // rather than let every exchange after a restart answer CREDENTIAL_UNREADABLE unexplained.
+      Effect.tap(() =>
+        config.vaultEncryptionKeys === undefined && config.dataDir === undefined && !config.databaseUrl.startsWith("pglite://")
+          ? Effect.logWarning(
+            "VAULT_ENCRYPTION_KEYS is not set: vault credentials are sealed with a key that lives only as long as this process " +
+              "and cannot be read after a restart or by another instance; set VAULT_ENCRYPTION_KEYS"
+          )
+          : Effect.void
+      )
+    ))
 )

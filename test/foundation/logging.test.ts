@@ -3,7 +3,7 @@
  * (an operator's error log is for the service's own faults), and every line carries the request id.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
-import { startTestApp, type TestApp } from "../support/app.ts"
+import { startTestApp, type TestApp, usingRealPostgres } from "../support/app.ts"
 
 let app: TestApp
 const lines: Array<any> = []
@@ -45,4 +45,10 @@ test("an unknown route: 404 and a debug line, nothing at ERROR", async () => {
   const logged = linesOf("log-no-route")
   expect(logged.map((l) => [l.logLevel, l.message])).toContainEqual(["DEBUG", "request rejected"])
   expect(logged.filter((l) => l.logLevel === "ERROR")).toEqual([])
+})
+
+test("a persistent database without VAULT_ENCRYPTION_KEYS: one warning at the start that vault credentials will not outlive the process", () => {
+  const warned = lines.filter((l) => l.logLevel === "WARN" && String(l.message).startsWith("VAULT_ENCRYPTION_KEYS is not set"))
+  // embedded tests run on pglite://memory, whose data dies with the process like the key: no warning there
+  expect(warned).toHaveLength(usingRealPostgres ? 1 : 0)
 })

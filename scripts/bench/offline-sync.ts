@@ -6,7 +6,7 @@
 import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto"
 import { availableParallelism } from "node:os"
 import { GENESIS_HASH, hashEntry, type ConsentBundle } from "../../src/offline/index.ts"
-import { percentile, postJson, row, startBenchServer } from "./support.ts"
+import { cpuDuring, percentile, postJson, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
@@ -65,17 +65,34 @@ export async function run() {
     // warm up with two syncs
     for (const b of batches.slice(0, 2)) await post(b.body)
     const times: Array<number> = []
-    for (const b of batches.slice(2)) {
-      const t = performance.now()
-      const res = await post(b.body)
-      times.push(performance.now() - t)
-      if (!res.ok || res.body.accepted !== 1000) throw new Error(`sync failed: ${JSON.stringify(res.body).slice(0, 200)}`)
-    }
+    const timed = batches.slice(2)
+    const cpu = await cpuDuring(async () => {
+      for (const b of timed) {
+        const t = performance.now()
+        const res = await post(b.body)
+        times.push(performance.now() - t)
+        if (!res.ok || res.body.accepted !== 1000) throw new Error(`sync failed: ${JSON.stringify(res.body).slice(0, 200)}`)
+      }
+    })
     times.sort((a, b) => a - b)
     const p50 = percentile(times, 50)
     const p99 = percentile(times, 99)
     row("offline sync of 1000 entries p50 ms", p50.toFixed(1), floor.toFixed(1), p50 <= 1.3 * floor ? "PASS (≤ 1.3 × floor)" : `FAIL (${(p50 / floor).toFixed(2)} × floor)`)
     row("offline sync of 1000 entries p99 ms", p99.toFixed(1))
+    // What one sync costs the whole machine (service threads and verifier workers, PostgreSQL, the
+    // kernel): with every core busy it still cannot take less than that CPU divided by the cores.
+    let atBest: number | undefined
+    if (cpu.machineMs !== undefined) {
+      const perSync = cpu.machineMs / timed.length
+      atBest = perSync / cores
+      row("  machine CPU per sync (all processes) ms", perSync.toFixed(1))
+      row(
+        "  so at best, all cores busy, ms",
+        atBest.toFixed(1),
+        (1.3 * floor).toFixed(1),
+        atBest > 1.3 * floor ? "the 1.3 × floor target is below what this machine can do" : "the target is within reach"
+      )
+    }
 
     // 8 concurrent clients, 100-entry batches (the interface's default size), each client its own
     // bundle; batches are signed before the clock starts.
@@ -94,7 +111,14 @@ export async function run() {
     }))
     const perSecond = Math.round(entries / ((performance.now() - started) / 1000))
     row("offline sync entries/s, 8 concurrent clients × 100", perSecond)
-    return { p50Ms: Number(p50.toFixed(1)), p99Ms: Number(p99.toFixed(1)), floorMs: Number(floor.toFixed(1)), cores, entriesPerSecond8Clients: perSecond }
+    return {
+      p50Ms: Number(p50.toFixed(1)),
+      p99Ms: Number(p99.toFixed(1)),
+      floorMs: Number(floor.toFixed(1)),
+      cores,
+      entriesPerSecond8Clients: perSecond,
+      atBestMs: atBest === undefined ? null : Number(atBest.toFixed(1))
+    }
   } finally {
     await server.stop()
   }

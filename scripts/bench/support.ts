@@ -4,6 +4,7 @@
  * with a fixed number of concurrent in-flight requests for a fixed time.
  */
 import { createPublicKey, verify as cryptoVerify } from "node:crypto"
+import { existsSync, readFileSync } from "node:fs"
 import { loadConfig } from "../../src/Config.ts"
 import { generateRsaPrivateKeyPem } from "../../src/platform/Keys.ts"
 import { type AppOptions, startServer } from "../../src/Server.ts"
@@ -119,4 +120,28 @@ export const currentBench = { name: "" }
 export const row = (name: string, value: string | number, floor?: string | number, verdict?: string) => {
   printedRows.push({ bench: currentBench.name, name: name.trim(), value: String(value), floor: floor === undefined ? "" : String(floor), verdict: verdict ?? "" })
   console.log(`${name.padEnd(52)} ${String(value).padStart(12)}${floor === undefined ? "" : `   floor ${String(floor).padStart(10)}`}${verdict ? `   ${verdict}` : ""}`)
+}
+
+/**
+ * CPU time spent while `work` runs, in milliseconds: on the whole machine (every process: the
+ * service's threads, PostgreSQL, Redis, the kernel; from /proc/stat) and on this process's main
+ * thread (the event loop the service and the load generator share). The figures behind the "at
+ * best" rows: work that needs C ms of CPU cannot finish in less than C / cores ms of wall time.
+ * Undefined where /proc is not there. (On a VM without steal accounting, time the host takes is
+ * counted too, so these are upper bounds of what the work itself needs.)
+ */
+export const cpuDuring = async <A>(work: () => Promise<A>): Promise<{ result: A; machineMs?: number; mainThreadMs?: number }> => {
+  if (!existsSync("/proc/stat")) return { result: await work() }
+  const ticksPerMs = 100 / 1000 // USER_HZ
+  const machine = () => {
+    const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
+    return f[0]! + f[1]! + f[2]! + f[5]! + f[6]! // user, nice, system, irq, softirq (not idle, iowait, steal)
+  }
+  const mainThread = () => {
+    const f = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return Number(f[11]) + Number(f[12]) // utime + stime
+  }
+  const m0 = machine(), t0 = mainThread()
+  const result = await work()
+  return { result, machineMs: (machine() - m0) / ticksPerMs, mainThreadMs: (mainThread() - t0) / ticksPerMs }
 }

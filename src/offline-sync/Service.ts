@@ -14,9 +14,10 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
-import { canonicalInput, RESULTS } from "../offline/canonical.ts"
+import { canonicalInput, canonicalInputWithMetadata, RESULTS } from "../offline/canonical.ts"
 import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { metadataAsSent } from "./MetadataAsSent.ts"
 import { Verifier, VerifierLive } from "./Verifier.ts"
 
 export const MAX_ENTRIES = 1000
@@ -81,7 +82,8 @@ export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entr
 const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
 
 export interface OfflineSyncService {
-  readonly sync: (developerId: string, body: unknown) => Effect.Effect<SyncResult, BadRequest | PayloadTooLarge | NotFound>
+  /** `rawBody`, the request text, lets metadata be hashed in its written key order (decisions §5) */
+  readonly sync: (developerId: string, body: unknown, rawBody?: string) => Effect.Effect<SyncResult, BadRequest | PayloadTooLarge | NotFound>
 }
 
 export class OfflineSync extends Context.Tag("agent-auth/OfflineSync")<OfflineSync, OfflineSyncService>() {}
@@ -143,7 +145,7 @@ export const OfflineSyncServiceLive = Layer.effect(
     const verifier = yield* Verifier
 
     /** One statement: the entries to store, the head, lastSyncAt and auditEntryCount. */
-    const storeEntries = (bundleId: string, developerId: string, at: Date, judgement: Judgement) =>
+    const storeEntries = (bundleId: string, developerId: string, at: Date, judgement: Judgement, metadataText: ReadonlyArray<string | undefined>) =>
       sql.unsafe(
         `WITH inserted AS (
            INSERT INTO offline_audit_entries (bundle_id, developer_id, seq, timestamp, action, agent_did, grant_id, scopes,
@@ -162,16 +164,17 @@ export const OfflineSyncServiceLive = Layer.effect(
         [
           bundleId, developerId, at,
           // one JSON document: serialised natively here and parsed natively by PostgreSQL
-          JSON.stringify(judgement.toStore.map(({ entry: e }) => ({
+          JSON.stringify(judgement.toStore.map(({ entry: e, index }) => ({
             seq: e.seq, timestamp: e.timestamp, action: e.action, agent_did: e.agentDID, grant_id: e.grantId,
-            scopes: e.scopes, result: e.result, metadata: e.metadata === undefined ? null : JSON.stringify(e.metadata),
+            // the metadata text the hash was made over, so the stored chain re-hashes as it was signed
+            scopes: e.scopes, result: e.result, metadata: e.metadata === undefined ? null : metadataText[index] ?? JSON.stringify(e.metadata),
             prev_hash: e.prevHash, hash: e.hash, signature: e.signature
           }))),
           judgement.head.seq, judgement.head.hash
         ] as any
       )
 
-    const sync: OfflineSyncService["sync"] = (developerId, body) =>
+    const sync: OfflineSyncService["sync"] = (developerId, body, rawBody) =>
       Effect.gen(function*() {
         const { bundleId, entries } = yield* parseBody(body)
         // the current audit key and the one before it (decisions §5): older ones no longer sign for the bundle
@@ -190,6 +193,21 @@ export const OfflineSyncServiceLive = Layer.effect(
           keyRows.map((k) => k.publicKeyPem)
         )
         const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
+        // An entry whose metadata has keys JSON.parse moves (integer-like ones) is hashed again over
+        // its metadata in written order; only such entries pay for the second reading of the body.
+        const metadataText: Array<string | undefined> = []
+        let asSent: Array<string | undefined> | undefined | null = null
+        for (let i = 0; i < entries.length; i++) {
+          const e = entries[i]!
+          if (hashOk[i] || e.metadata === undefined || rawBody === undefined) continue
+          asSent ??= metadataAsSent(rawBody)
+          const text = asSent?.[i]
+          if (text === undefined || text === JSON.stringify(e.metadata)) continue
+          if (sha256Hex(canonicalInputWithMetadata(e, text)) === e.hash) {
+            hashOk[i] = true
+            metadataText[i] = text
+          }
+        }
 
         return yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis
@@ -219,7 +237,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           // signature holds (the usual case); the database writes overlap the verification.
           const hoped = judge(entries, hashOk, undefined, existing, storedHead)
           const at = new Date(ms)
-          yield* storeEntries(bundleId, developerId, at, hoped)
+          yield* storeEntries(bundleId, developerId, at, hoped, metadataText)
           const signatureOk = yield* verification
           let outcome = hoped
           if (signatureOk.some((ok) => ok !== 1)) {
@@ -237,7 +255,7 @@ export const OfflineSyncServiceLive = Layer.effect(
               }
               yield* sql`UPDATE consent_bundles SET audit_entry_count = audit_entry_count - ${hoped.toStore.length},
                            head_seq = ${storedHead.seq}, head_hash = ${storedHead.hash} WHERE id = ${bundleId}`
-              yield* storeEntries(bundleId, developerId, at, outcome)
+              yield* storeEntries(bundleId, developerId, at, outcome, metadataText)
             }
           }
           const { accepted, errors } = outcome

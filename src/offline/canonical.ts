@@ -20,6 +20,10 @@ export interface EntryFields {
 }
 
 export const canonicalInput = (e: EntryFields): string =>
+  canonicalInputWithMetadata(e, e.metadata === undefined ? "" : JSON.stringify(e.metadata))
+
+/** The same, with M given as text (the server's reading of metadata in the order it was written). */
+export const canonicalInputWithMetadata = (e: EntryFields, metadataText: string): string =>
   [
     String(e.seq),
     e.timestamp,
@@ -28,7 +32,7 @@ export const canonicalInput = (e: EntryFields): string =>
     e.grantId,
     e.scopes.join(","),
     e.result,
-    e.metadata === undefined ? "" : JSON.stringify(e.metadata),
+    metadataText,
     e.prevHash
   ].join("|")
 

@@ -1,6 +1,8 @@
 /** Offline audit sync: per-entry outcomes, idempotency, chain continuity, concurrency, the device kit. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import fc from "fast-check"
+import { createHash } from "node:crypto"
+import { canonicalInputWithMetadata } from "../../src/offline/canonical.ts"
 import { hashEntry, OfflineAgent, type ConsentBundle, type SignedAuditEntry, verifyGrantToken } from "../../src/offline/index.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
@@ -204,6 +206,36 @@ describe("sync", () => {
     expect(res.body.errors).toEqual([{ seq: 1, code: "INVALID_SIGNATURE", message: expect.any(String) }])
     // seq 2 was judged against seq 1 as its prev (a rejected entry still serves as prev): accepted with the
     // second key; seq 3 with the current one
+  })
+
+  test("metadata is hashed in the key order the device wrote, integer-like keys included (decisions §5)", async () => {
+    const bundle = await newBundle()
+    const claims = JSON.parse(Buffer.from(bundle.grantToken.split(".")[1]!, "base64url").toString())
+    // what a device with its own serializer writes and hashes: "2" after "b", 2.50 written long
+    const written = '{ "b": 1, "2": { "z": [1, 2.50, "x\\u0041"], "10": true } }'
+    const asHashed = '{"b":1,"2":{"z":[1,2.5,"xA"],"10":true}}'
+    const fields = {
+      seq: 1, timestamp: "2026-11-22T10:00:00.000Z", action: "email.read", agentDID: claims.agt, grantId: claims.grnt,
+      scopes: claims.scp, result: "success", prevHash: "0000000000000000"
+    }
+    const hash = createHash("sha256").update(canonicalInputWithMetadata(fields, asHashed)).digest("hex")
+    const { ed25519 } = require("@noble/curves/ed25519.js")
+    const { ed25519SeedFromPkcs8 } = require("../../src/offline/index.ts")
+    const signature = Buffer.from(ed25519.sign(new TextEncoder().encode(hash), ed25519SeedFromPkcs8(bundle.offlineAuditKey.privateKey))).toString("hex")
+    // JSON.parse would put "10" before "z" and "2" before "b": the usual reading cannot match
+    expect(JSON.stringify(JSON.parse(written))).not.toBe(asHashed)
+    const rawBody = JSON.stringify({ bundleId: bundle.bundleId, entries: [{ ...fields, metadata: "__M__", hash, signature }] })
+      .replace('"__M__"', written)
+    const res = await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, rawBody })
+    expect(res.body).toEqual({ accepted: 1, rejected: 0, revocationStatus: "active", revokedAt: null, errors: [] })
+    // stored as hashed, so the stored chain re-hashes to what was signed
+    const [row] = await app.query<{ metadata: string }>("SELECT metadata FROM offline_audit_entries WHERE bundle_id = $1", [bundle.bundleId])
+    expect(row!.metadata).toBe(asHashed)
+    // and a changed value is still INVALID_HASH
+    const tampered = rawBody.replace('"b": 1', '"b": 2').replace(`"seq":1`, `"seq":1`)
+    const other = await newBundle()
+    const again = await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, rawBody: tampered.replace(bundle.bundleId, other.bundleId) })
+    expect(again.body.errors.map((e: any) => e.code)).toEqual(["INVALID_HASH"])
   })
 
   test("the kit answers not valid (never throws) for a snapshot key or signature it cannot read", async () => {

@@ -18,6 +18,8 @@ import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
 import { CredentialUnreadable, type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
+import { requestPinned } from "../webhooks/Delivery.ts"
+import { resolvePublic } from "../webhooks/Ssrf.ts"
 import { makeCoalescer } from "./Coalesce.ts"
 import { type CredentialRow, type ExchangeKey, makeRepo } from "./Repo.ts"
 
@@ -85,7 +87,8 @@ const sealContext = (row: { id: string; developerId: string; principalId: string
 
 const PRIVATE_V4 = [/^10\./, /^127\./, /^169\.254\./, /^192\.168\./, /^172\.(1[6-9]|2\d|3[01])\./, /^0\./, /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./]
 const isPrivateHost = (host: string) => {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase()
+  // (a trailing dot names the same host: "localhost." is localhost)
+  const h = host.replace(/^\[|\]$/g, "").replace(/\.$/, "").toLowerCase()
   if (h === "localhost" || h.endsWith(".localhost") || h.endsWith(".internal") || h.endsWith(".local")) return true
   const family = isIP(h)
   if (family === 4) return PRIVATE_V4.some((r) => r.test(h))
@@ -124,12 +127,42 @@ interface RefreshAnswer {
   readonly expiresIn: number | undefined
 }
 
+/** the most of an upstream answer read (a token response is a few hundred bytes) */
+const MAX_UPSTREAM_ANSWER_BYTES = 64 * 1024
+
+/**
+ * POSTs the refresh form. Outside WEBHOOK_ALLOW_PRIVATE_HOSTS the rule of webhook receivers
+ * (decisions §7) holds here too: every address the host resolves to must be public, and the
+ * connection goes to the address checked, so a host stored while it looked public cannot be made
+ * to point into the private network later (or by a second DNS answer).
+ */
+const postForm = async (
+  endpoint: string,
+  form: string,
+  headers: Record<string, string>,
+  allowPrivate: boolean,
+  signal: AbortSignal
+): Promise<{ status: number; text: string }> => {
+  if (allowPrivate) {
+    const response = await fetch(endpoint, { method: "POST", headers, body: form, redirect: "error", signal })
+    return { status: response.status, text: await response.text() }
+  }
+  const target = new URL(endpoint)
+  if (target.protocol !== "https:") throw new RefreshFailure("token endpoint must use https")
+  const timedOut = new Promise<never>((_, reject) =>
+    signal.addEventListener("abort", () => reject(Object.assign(new Error("timed out"), { name: "TimeoutError" })), { once: true })
+  )
+  const resolved = await Promise.race([resolvePublic(target.hostname), timedOut])
+  if (!resolved.ok) throw new RefreshFailure(`token endpoint ${resolved.reason}`)
+  return requestPinned(target, resolved.address, form, headers, { timeoutMs: REFRESH_TIMEOUT_MS, signal, maxBodyBytes: MAX_UPSTREAM_ANSWER_BYTES })
+}
+
 /**
  * OAuth 2.0 refresh_token grant (RFC 6749 §6): form POST, client authentication with HTTP Basic
  * when a secret is stored (client_id in the body when only an id is). The failure reason names the
  * status and the OAuth `error` code only, never a body that might echo a secret.
  */
-const callTokenEndpoint = (endpoint: string, secrets: Secrets): Effect.Effect<RefreshAnswer, BadGateway> =>
+const callTokenEndpoint = (endpoint: string, secrets: Secrets, allowPrivate: boolean): Effect.Effect<RefreshAnswer, BadGateway> =>
   Effect.tryPromise({
     try: async (signal) => {
       const form = new URLSearchParams({ grant_type: "refresh_token", refresh_token: secrets.refreshToken ?? "" })
@@ -143,23 +176,22 @@ const callTokenEndpoint = (endpoint: string, secrets: Secrets): Effect.Effect<Re
       } else if (secrets.clientId) {
         form.set("client_id", secrets.clientId)
       }
-      const response = await fetch(endpoint, {
-        method: "POST",
+      const { status, text } = await postForm(
+        endpoint,
+        form.toString(),
         headers,
-        body: form.toString(),
-        redirect: "error",
-        signal: AbortSignal.any([signal, AbortSignal.timeout(REFRESH_TIMEOUT_MS)])
-      })
-      const text = await response.text()
+        allowPrivate,
+        AbortSignal.any([signal, AbortSignal.timeout(REFRESH_TIMEOUT_MS)])
+      )
       let body: any
       try {
         body = JSON.parse(text)
       } catch {
         body = undefined
       }
-      if (!response.ok) {
+      if (status < 200 || status > 299) {
         const code = typeof body?.error === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(body.error) ? ` ${body.error}` : ""
-        throw new RefreshFailure(`upstream answered HTTP ${response.status}${code}`)
+        throw new RefreshFailure(`upstream answered HTTP ${status}${code}`)
       }
       if (typeof body?.access_token !== "string" || body.access_token === "") {
         throw new RefreshFailure("upstream answer has no access_token")
@@ -328,7 +360,7 @@ export const VaultServiceLive = Layer.effect(
             continue
           }
           const secrets = yield* decrypt(claimed).pipe(Effect.tapError(() => repo.releaseRefresh(id, lease)))
-          const answer = yield* callTokenEndpoint(claimed.tokenEndpoint!, secrets).pipe(
+          const answer = yield* callTokenEndpoint(claimed.tokenEndpoint!, secrets, config.webhooks.allowPrivateHosts).pipe(
             Effect.tapError((e) =>
               Effect.zipRight(
                 repo.releaseRefresh(id, lease),

@@ -44,16 +44,19 @@ const outcomeOf = (status: number): Outcome =>
 
 /**
  * POST to `url` over TLS, connecting to `address` (already checked) rather than resolving the host
- * again; the certificate is still verified for the URL's host name (`servername`). `ca` is for tests.
+ * again; the certificate is still verified for the URL's host name (`servername`). Answers the
+ * status and up to `maxBodyBytes` of the body (0: the body is discarded); rejects on a network
+ * error or when `signal` aborts. `ca` is for tests. Also used for the vault's upstream refresh.
  */
-export const postPinned = (
+export const requestPinned = (
   target: URL,
   address: string,
   body: string,
-  headers: SignedHeaders,
-  options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal }
-): Promise<Outcome> =>
-  new Promise<Outcome>((resolve) => {
+  headers: Readonly<Record<string, string>>,
+  options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal; maxBodyBytes?: number }
+): Promise<{ readonly status: number; readonly text: string }> =>
+  new Promise((resolve, reject) => {
+    const maxBodyBytes = options.maxBodyBytes ?? 0
     const req = httpsRequest({
       host: address,
       port: target.port || 443,
@@ -64,16 +67,43 @@ export const postPinned = (
       timeout: options.timeoutMs,
       ...(options.ca === undefined ? {} : { ca: options.ca })
     }, (res) => {
-      res.resume()
-      resolve(outcomeOf(res.statusCode ?? 0))
+      const status = res.statusCode ?? 0
+      if (maxBodyBytes === 0) {
+        res.resume()
+        return resolve({ status, text: "" })
+      }
+      const chunks: Array<Buffer> = []
+      let size = 0
+      res.on("data", (chunk: Buffer) => {
+        if (size > maxBodyBytes) return
+        size += chunk.length
+        if (size <= maxBodyBytes) return void chunks.push(chunk)
+        reject(new Error("answer too large"))
+        res.destroy()
+      })
+      res.on("error", reject)
+      res.on("end", () => resolve({ status, text: Buffer.concat(chunks).toString("utf8") }))
     })
     const abort = () => req.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" }))
     options.signal?.addEventListener("abort", abort, { once: true })
     req.on("timeout", abort)
-    req.on("error", (e) => resolve({ ok: false, status: null, error: describe(e) }))
+    req.on("error", reject)
     req.on("close", () => options.signal?.removeEventListener("abort", abort))
     req.end(body)
   })
+
+/** One webhook POST to a checked address: the receiver's status is all that counts. */
+export const postPinned = (
+  target: URL,
+  address: string,
+  body: string,
+  headers: SignedHeaders,
+  options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal }
+): Promise<Outcome> =>
+  requestPinned(target, address, body, headers as unknown as Record<string, string>, options).then(
+    (answer) => outcomeOf(answer.status),
+    (e) => ({ ok: false, status: null, error: describe(e) })
+  )
 
 /**
  * One attempt, finished (successfully or not) within `timeoutMs` in all, name resolution included.

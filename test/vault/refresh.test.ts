@@ -263,6 +263,44 @@ describe("upstream refresh", () => {
   })
 })
 
+describe("token endpoints outside WEBHOOK_ALLOW_PRIVATE_HOSTS", () => {
+  test("checked again at refresh time: a stored endpoint now pointing at a private address is not called", async () => {
+    const strict = await startTestApp({ testClock: true, env: { VAULT_ENCRYPTION_KEYS: vaultKey, WEBHOOK_ALLOW_PRIVATE_HOSTS: "false" } })
+    try {
+      const d = await strict.signup()
+      const agent = await createAgent(strict, d.developerId, ["github:read"])
+      // a trailing dot does not make localhost public
+      const refused = await strict.request("POST", "/v1/vault/credentials", {
+        apiKey: d.apiKey,
+        body: { principalId: "u", service: "github", accessToken: "a", refreshToken: "r", tokenEndpoint: "https://localhost./token" }
+      })
+      expect(refused.status).toBe(400)
+      const now = await strict.run(Clock.currentTimeMillis)
+      const stored = await strict.request("POST", "/v1/vault/credentials", {
+        apiKey: d.apiKey,
+        body: {
+          principalId: "u", service: "github", accessToken: "stale", refreshToken: "r",
+          tokenExpiresAt: new Date(now + 60_000).toISOString(), tokenEndpoint: "https://oauth.example.com/token"
+        }
+      })
+      expect(stored.status).toBe(201)
+      const token = (await issueGrant(strict, { developerId: d.developerId, agentId: agent, principalId: "u", scopes: ["github:read"], expiresInSeconds: 86400 })).token.grantToken
+      await strict.adjust("2 minutes")
+      // the host the endpoint names now resolves (or here: is) somewhere private: the upstream here would answer
+      for (const endpoint of [`https://127.0.0.1:${upstream.port}/oauth/token`, `https://localhost:${upstream.port}/oauth/token`]) {
+        await strict.query("UPDATE vault_credentials SET token_endpoint = $1 WHERE id = $2", [endpoint, stored.body.id])
+        const res = await strict.request("POST", "/v1/vault/credentials/exchange", { bearer: token, body: { service: "github" } })
+        expect(res.status).toBe(502)
+        expect(res.body.code).toBe("UPSTREAM_REFRESH_FAILED")
+        expect(res.body.message).toMatch(/token endpoint (address is not public|host resolves to a private or local address)/)
+      }
+      expect(calls).toHaveLength(0)
+    } finally {
+      await strict.stop()
+    }
+  })
+})
+
 describe.if(usingRealPostgres)("two instances", () => {
   test("concurrent exchanges on two instances sharing the database cause one refresh (lease, then re-check)", async () => {
     const second = await startTestApp({

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { postPinned, send, signDelivery } from "../../src/webhooks/Delivery.ts"
+import { postPinned, requestPinned, send, signDelivery } from "../../src/webhooks/Delivery.ts"
 import { resolvePublic } from "../../src/webhooks/Ssrf.ts"
 import { startReceiver } from "./support.ts"
 
@@ -32,6 +32,7 @@ beforeAll(() => {
       hits.push({ host: r.headers.get("host"), signature: r.headers.get("x-service-signature"), body: await r.text() })
       const path = new URL(r.url).pathname
       if (path === "/moved") return new Response(null, { status: 301, headers: { location: "/in" } })
+      if (path === "/token") return Response.json({ access_token: "fresh", pad: "x".repeat(Number(new URL(r.url).searchParams.get("pad") ?? 0)) })
       return new Response(null, { status: path === "/in" ? 202 : 404 })
     }
   })
@@ -62,6 +63,21 @@ describe("pinned TLS connection", () => {
     const outcome = await postPinned(new URL(`https://hooks.test:${tls.port}/moved`), "127.0.0.1", body, headers, { timeoutMs: 5000, ca: cert })
     expect(outcome).toEqual({ ok: false, status: 301, error: "receiver answered 301" })
     expect(hits).toHaveLength(1)
+  })
+})
+
+describe("pinned request with an answer (the vault's upstream refresh)", () => {
+  test("reads the answer's body up to the bound, and refuses a longer one", async () => {
+    const headers = { "content-type": "application/x-www-form-urlencoded" }
+    const answer = await requestPinned(new URL(`https://hooks.test:${tls.port}/token`), "127.0.0.1", "grant_type=refresh_token", headers, {
+      timeoutMs: 5000, ca: cert, maxBodyBytes: 1024
+    })
+    expect(answer.status).toBe(200)
+    expect(JSON.parse(answer.text).access_token).toBe("fresh")
+    const tooLong = requestPinned(new URL(`https://hooks.test:${tls.port}/token?pad=5000`), "127.0.0.1", "", headers, {
+      timeoutMs: 5000, ca: cert, maxBodyBytes: 1024
+    })
+    await expect(tooLong).rejects.toThrow()
   })
 })
 

@@ -189,10 +189,14 @@ export const BreachesServiceLive = Layer.effect(
     const update: BreachesService["update"] = (developerId, id, body) =>
       Effect.gen(function*() {
         const ms = yield* nowMillis
-        const input = yield* validated(() => parseUpdate(body, ms))
+        const parsed = yield* Effect.either(validated(() => parseUpdate(body, ms)))
         return yield* sql.withTransaction(Effect.gen(function*() {
           const breach = yield* load(developerId, id, true)
           if (breach === undefined) return yield* Effect.fail(notFound())
+          // a closed breach refuses every update, whatever the body says (interface: 409 BREACH_CLOSED)
+          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
+          if (parsed._tag === "Left") return yield* Effect.fail(parsed.left)
+          const input = parsed.right
           // checks against the stored breach; nothing is written until all pass
           const aware = breach.awareAt.getTime()
           for (const [field, value] of [["boardInitialIntimationSentAt", input.boardInitialIntimationSentAt], ["boardDetailedReportSentAt", input.boardDetailedReportSentAt]] as const) {
@@ -201,7 +205,6 @@ export const BreachesServiceLive = Layer.effect(
           if (input.extension?.newDueAt && input.extension.newDueAt.getTime() <= aware) {
             return yield* Effect.fail(err.badRequest("BAD_REQUEST", "extension.newDueAt must be after awareAt"))
           }
-          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
           const next = input.status
           if (next !== undefined) {
             const from = { initial_intimated: "open", reported: "initial_intimated", closed: "reported" }[next]

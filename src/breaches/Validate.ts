@@ -16,6 +16,9 @@ export const LIMITS = {
   channel: 100
 } as const
 
+/** the largest count the register stores (a PostgreSQL integer) */
+export const MAX_AFFECTED_COUNT = 2_147_483_647
+
 /** Times may be at most this far in the future (clock skew). */
 export const SKEW_MS = 5 * 60 * 1000
 
@@ -45,15 +48,27 @@ export const text = (body: Record<string, unknown>, field: string, max: number, 
   }
   if (typeof value !== "string") return fail(`${field} must be a string`)
   if (required && value.trim() === "") fail(`${field} must not be empty`)
-  if (value.length > max) fail(`${field} may be at most ${max} characters`)
+  // characters, not UTF-16 units: an emoji is one (the count is only taken when the units exceed the limit)
+  if (value.length > max && [...value].length > max) fail(`${field} may be at most ${max} characters`)
   return value
+}
+
+/**
+ * Whether the written calendar date and clock time exist: Date.parse rolls 2025-02-30 over to
+ * March 2nd instead of refusing it, and the deadline must come from the date the caller sent.
+ */
+const existsOnCalendar = (value: string): boolean => {
+  const [year, month, day, hour, minute, second] = [0, 5, 8, 11, 14, 17].map((at) => Number(value.slice(at, at + (at === 0 ? 4 : 2))))
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
+  return month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysInMonth && hour! <= 23 && minute! <= 59 &&
+    (value[16] !== ":" || second! <= 59)
 }
 
 /** An ISO 8601 date-time, at most 5 minutes in the future. */
 export const time = (body: Record<string, unknown>, field: string, nowMs: number): Date | null => {
   const value = body[field]
   if (value === undefined || value === null) return null
-  if (typeof value !== "string" || !ISO.test(value) || Number.isNaN(Date.parse(value))) {
+  if (typeof value !== "string" || !ISO.test(value) || !existsOnCalendar(value) || Number.isNaN(Date.parse(value))) {
     return fail(`${field} must be an ISO 8601 date-time`)
   }
   const at = new Date(value)
@@ -109,6 +124,7 @@ export const parseRecord = (body: unknown, nowMs: number): RecordInput => {
     if (typeof body.affectedCount !== "number" || !Number.isSafeInteger(body.affectedCount) || body.affectedCount < 0) {
       fail("affectedCount must be a non-negative integer")
     }
+    if ((body.affectedCount as number) > MAX_AFFECTED_COUNT) fail(`affectedCount may be at most ${MAX_AFFECTED_COUNT}`)
     affectedCount = body.affectedCount as number
     if (ids !== null && affectedCount < ids.length) fail("affectedCount may not be smaller than the number of affectedDataPrincipalIds")
   }

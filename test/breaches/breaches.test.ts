@@ -84,6 +84,17 @@ describe("record", () => {
     await expectBad(record({ ...ok, occurredAt: new Date(T0 + 10 * 60_000).toISOString() }))
     await expectBad(record({ ...ok, occurredAt: "2026-11-22T09:00:00Z", awareAt: "2026-11-22T08:00:00Z" }))
     await expectBad(record({ ...ok, awareAt: "yesterday" }))
+    // dates that do not exist are refused, not rolled over to the next month (the deadline comes from awareAt)
+    for (const awareAt of ["2025-02-30T00:00:00Z", "2023-02-29T10:00Z", "2025-04-31T12:00:00+05:30", "2025-01-01T24:00:00Z", "2025-01-01T10:60:00Z"]) {
+      await expectBad(record({ ...ok, awareAt }))
+    }
+    expect((await record({ ...ok, awareAt: "2024-02-29T23:59:59.999Z" })).status).toBe(201)
+    // limits count characters: 5,000 emoji are 5,000 characters (10,000 UTF-16 units)
+    expect((await record({ ...ok, description: "😀".repeat(5000) })).status).toBe(201)
+    await expectBad(record({ ...ok, description: "😀".repeat(5001) }))
+    // a count the register cannot hold is a field error, not a database one
+    const huge = await record({ ...base, affectedCount: 2 ** 31 })
+    expect([huge.status, huge.body.code, huge.body.message]).toEqual([400, "BAD_REQUEST", "affectedCount may be at most 2147483647"])
     await expectBad(record({ ...base }))
     await expectBad(record({ ...base, affectedDataPrincipalIds: ["a", "b"], affectedCount: 1 }))
     await expectBad(record({ ...base, affectedCount: -1 }))
@@ -122,6 +133,10 @@ describe("update", () => {
     expect(closed.body.closedAt).not.toBeNull()
     await expectBad(patch(id, { detailedReport: { mitigation: "late" } }), "BREACH_CLOSED")
     await expectBad(patch(id, { status: "closed" }), "BREACH_CLOSED")
+    // whatever the body: a closed breach answers 409 before the body is judged
+    for (const body of [{}, { unknown: 1 }, { boardDetailedReportSentAt: "2020-01-01T00:00:00Z" }, { boardInitialIntimationSentAt: "nope" }]) {
+      await expectBad(patch(id, body), "BREACH_CLOSED")
+    }
     const actions = await app.query<{ action: string }>("SELECT action FROM audit_log WHERE metadata->>'breachId' = $1 ORDER BY seq", [id])
     expect(actions.map((a) => a.action)).toEqual(["service.dpdp.breach_recorded", ...Array(4).fill("service.dpdp.breach_updated")])
   })

@@ -102,8 +102,8 @@ export interface AuthorizationService {
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
   readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | Forbidden>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
-  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest>
-  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest>
+  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
+  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
 }
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
@@ -262,10 +262,20 @@ export const AuthorizationServiceLive = Layer.effect(
         ? Effect.fail(err.gone("GONE", "Authorization request expired"))
         : Effect.succeed(request)
 
+    /** whether the agent is active (not suspended, not deleted): it alone gets consent and tokens */
+    const agentIsActive = (developerId: string, agentId: string) =>
+      Effect.map(
+        sql<{ status: string }>`SELECT status FROM agents WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`,
+        (rows) => rows[0]?.status === "active"
+      )
+    const agentSuspended = () => err.forbidden("AGENT_SUSPENDED", "Agent is suspended")
+
     const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
       sql.withTransaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
+        // an agent suspended after the request was made gets no grant from it
+        if (!(yield* agentIsActive(request.developerId, request.agentId))) return yield* Effect.fail(agentSuspended())
         if (!options.fidoVerified) {
           const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
           if (developer?.fidoRequired) {
@@ -323,6 +333,8 @@ export const AuthorizationServiceLive = Layer.effect(
           }
           if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
           if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
+          // a suspended (or deleted) agent gets no tokens; the code stays unused for when it is active again
+          if (!(yield* agentIsActive(developer.id, code.agentId))) return { suspended: true } as const
           const request = (yield* loadRequest(code.authRequestId))!
           if (request.codeChallenge !== null) {
             if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
@@ -339,6 +351,7 @@ export const AuthorizationServiceLive = Layer.effect(
           }
           return { tokens: yield* issueTokens(grant, ms) } as const
         })).pipe(Effect.orDie)
+        if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })
@@ -359,6 +372,7 @@ export const AuthorizationServiceLive = Layer.effect(
           }
           if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
           if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
+          if (!(yield* agentIsActive(developer.id, token.agentId))) return { suspended: true } as const
           yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
           const grant = yield* grants.find(developer.id, token.grantId)
           if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
@@ -367,6 +381,7 @@ export const AuthorizationServiceLive = Layer.effect(
           const bdg = yield* remainingBudget(grant.id)
           return { tokens: yield* issueTokens(grant, ms, bdg) } as const
         })).pipe(Effect.orDie)
+        if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })

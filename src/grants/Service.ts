@@ -86,19 +86,24 @@ export interface GrantsService {
   readonly revokeToken: (developerId: string, jti: string) => Effect.Effect<boolean>
 }
 
-/** what the online check of a grant token reads: its grant's status, expiry and developer, and the token's revocation */
+/**
+ * What the online check of a grant token reads: its grant's status, expiry and developer, the
+ * token's revocation, and the status of the grant's agent (a suspended or deleted agent's tokens
+ * stop working at once, and work again if it is set active again).
+ */
 export interface TokenRow {
   readonly status: string
   readonly expiresAt: Date
   readonly revokedAt: Date | null
   readonly developerId: string
+  readonly agentStatus: string | null
 }
 
 /** The online status of a grant token whose signature, iss and exp were checked, given its rows (none: unknown). */
 export const tokenStatusOf = (claims: GrantTokenClaims, row: TokenRow | undefined, ms: number): TokenStatus => {
   if (claims.exp * 1000 <= ms) return "expired"
   if (row === undefined || row.developerId !== claims.dev) return "unknown"
-  if (row.status !== "active" || row.revokedAt !== null) return "revoked"
+  if (row.status !== "active" || row.revokedAt !== null || row.agentStatus !== "active") return "revoked"
   if (row.expiresAt.getTime() <= ms) return "expired"
   return "active"
 }
@@ -215,10 +220,11 @@ export const GrantsServiceLive = Layer.effect(
     const lookupTokens = makeCoalescer<{ grnt: string; jti: string }, TokenRow | undefined>(
       (keys) =>
         sql.unsafe<TokenRow & { grnt: string; jti: string }>(
-          `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at
+          `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at, a.status AS agent_status
            FROM unnest($1::text[], $2::text[]) AS k(grnt, jti)
            JOIN grants g ON g.id = k.grnt
-           LEFT JOIN grant_tokens t ON t.jti = k.jti`,
+           LEFT JOIN grant_tokens t ON t.jti = k.jti
+           LEFT JOIN agents a ON a.id = g.agent_id`,
           [keys.map((k) => k.grnt), keys.map((k) => k.jti)] as any
         ).pipe(
           Effect.map((rows) => {

@@ -48,6 +48,7 @@ export interface ExchangeKey {
 
 interface ExchangeTokenColumns {
   readonly grantStatus: string | null
+  readonly agentStatus: string | null
   readonly grantExpiresAt: Date | null
   readonly grantDeveloperId: string | null
   readonly tokenRevokedAt: Date | null
@@ -77,11 +78,12 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     findForExchange: (keys: ReadonlyArray<ExchangeKey>) =>
       sql.unsafe<CredentialRow & ExchangeTokenColumns & { n: string }>(
         `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
-                t.revoked_at AS token_revoked_at, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
+                t.revoked_at AS token_revoked_at, a.status AS agent_status, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
               WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
          LEFT JOIN grants g ON g.id = k.grnt
          LEFT JOIN grant_tokens t ON t.jti = k.jti
+         LEFT JOIN agents a ON a.id = g.agent_id
          LEFT JOIN vault_credentials v
            ON v.developer_id = k.developer_id AND v.principal_id = k.principal_id AND v.service = k.service`,
         [keys.map((k) => k.grnt), keys.map((k) => k.jti), keys.map((k) => k.developerId), keys.map((k) => k.principalId),
@@ -92,7 +94,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
           out[Number(r.n) - 1] = {
             token: r.grantStatus === null
               ? undefined
-              : { status: r.grantStatus, expiresAt: r.grantExpiresAt!, developerId: r.grantDeveloperId!, revokedAt: r.tokenRevokedAt },
+              : { status: r.grantStatus, expiresAt: r.grantExpiresAt!, developerId: r.grantDeveloperId!, revokedAt: r.tokenRevokedAt, agentStatus: r.agentStatus },
             credential: r.id === null ? undefined : normalise(r)
           }
         }

@@ -448,7 +448,7 @@ export const VaultServiceLive = Layer.effect(
         const row = found.credential
         if (status !== "active") {
           return yield* Effect.fail(err.unauthorized(
-            status === "revoked" ? "Grant or grant token has been revoked" : "Grant token missing, invalid or expired"
+            status === "revoked" ? "Grant or grant token has been revoked, or its agent suspended" : "Grant token missing, invalid or expired"
           ))
         }
         // 2. The body.

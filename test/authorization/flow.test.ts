@@ -86,6 +86,45 @@ describe("authorization flow", () => {
     expect(events.map((e) => e.type)).toEqual(["grant.created", "token.issued", "token.issued"])
   })
 
+  test("a suspended agent: its tokens stop verifying, no code, refresh or consent for it; active again, they work", async () => {
+    const own = (await app.request("POST", "/v1/agents", { apiKey: dev.apiKey, body: { name: "Pausable", scopes: ["email:read"] } })).body.agentId
+    const ask = () => app.request("POST", "/v1/authorize", { apiKey: dev.apiKey, body: { agentId: own, principalId: "user_9", scopes: ["email:read"] } })
+    const approve = async () => (await app.request("POST", `/v1/consent/${(await ask()).body.authRequestId}/approve`)).body.code as string
+    const token = (await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: await approve(), agentId: own } })).body
+    const spareCode = await approve()
+    const pending = (await ask()).body.authRequestId
+    const verify = async () => (await app.request("POST", "/v1/tokens/verify", { apiKey: dev.apiKey, body: { token: token.grantToken } })).body.valid
+    const setStatus = (status: string) => app.request("PATCH", `/v1/agents/${own}`, { apiKey: dev.apiKey, body: { status } })
+    await app.request("POST", "/v1/vault/credentials", { apiKey: dev.apiKey, body: { principalId: "user_9", service: "email", accessToken: "upstream" } })
+    const exchange = async () =>
+      (await app.request("POST", "/v1/vault/credentials/exchange", { bearer: token.grantToken, body: { service: "email" } })).status
+    expect(await verify()).toBe(true)
+    expect(await exchange()).toBe(200)
+
+    expect((await setStatus("suspended")).status).toBe(200)
+    expect(await verify()).toBe(false)
+    expect(await exchange()).toBe(401)
+    for (const res of [
+      await app.request("POST", "/v1/token/refresh", { apiKey: dev.apiKey, body: { refreshToken: token.refreshToken, agentId: own } }),
+      await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: spareCode, agentId: own } }),
+      await app.request("POST", `/v1/consent/${pending}/approve`)
+    ]) {
+      expect([res.status, res.body.code]).toEqual([403, "AGENT_SUSPENDED"])
+    }
+
+    // suspension is a pause: nothing refused above was used up
+    expect((await setStatus("active")).status).toBe(200)
+    expect(await verify()).toBe(true)
+    expect(await exchange()).toBe(200)
+    expect((await app.request("POST", "/v1/token/refresh", { apiKey: dev.apiKey, body: { refreshToken: token.refreshToken, agentId: own } })).status).toBe(201)
+    expect((await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: spareCode, agentId: own } })).status).toBe(201)
+    expect((await app.request("POST", `/v1/consent/${pending}/approve`)).status).toBe(200)
+
+    // a deleted agent's tokens stop for good
+    expect((await app.request("DELETE", `/v1/agents/${own}`, { apiKey: dev.apiKey })).status).toBe(204)
+    expect(await verify()).toBe(false)
+  })
+
   test("a reused code answers 400 and revokes the grant", async () => {
     const auth = await authorize({})
     const { code } = (await app.request("POST", `/v1/consent/${auth.body.authRequestId}/approve`)).body

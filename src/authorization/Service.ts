@@ -146,14 +146,6 @@ export const AuthorizationServiceLive = Layer.effect(
         yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
                    VALUES (${newId("ref", ms)}, ${sha256(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
                            ${new Date(ms)}, ${grant.expiresAt})`
-        yield* events.emit(grant.developerId, "token.issued", {
-          tokenId: token.jti,
-          grantId: grant.id,
-          agentId: grant.agentId,
-          principalId: grant.principalId,
-          scopes: [...grant.scopes],
-          expiresAt: token.expiresAt.toISOString()
-        })
         return {
           grantToken: token.grantToken,
           expiresAt: token.expiresAt.toISOString(),

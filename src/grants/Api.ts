@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { BadRequest, Forbidden, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const GrantView = Schema.Struct({
@@ -59,6 +59,7 @@ export class GrantsApi extends HttpApiGroup.make("grants")
       }), { status: 201 })
       .addError(BadRequest)
       .addError(Forbidden)
+      .addError(Unprocessable)
       .addError(NotFound)
   )
   .add(

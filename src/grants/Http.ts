@@ -88,6 +88,11 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (escalated.length > 0) {
             return yield* Effect.fail(err.forbidden("SCOPE_ESCALATION", `Scopes not held by the parent grant: ${escalated.join(", ")}`))
           }
+          // an agent's scopes are its registered scopes (decisions §3), for a sub-agent as for authorize
+          const unregistered = payload.scopes.filter((s) => !subAgent.scopes.includes(s))
+          if (unregistered.length > 0) {
+            return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the sub-agent: ${unregistered.join(", ")}`))
+          }
           const depth = parent.delegationDepth + 1
           if (depth > config.maxDelegationDepth) {
             return yield* Effect.fail(err.forbidden("DELEGATION_DEPTH_EXCEEDED", `Delegation deeper than ${config.maxDelegationDepth} levels`))
@@ -100,6 +105,10 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
             expiresAt = new Date(Math.min(parent.expiresAt.getTime(), ms + seconds * 1000))
           }
           const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {
+            // The parent is locked and checked again: a revocation that locked it first wins (this
+            // answers revoked), and one that comes after finds the child under it and revokes it too.
+            const [current] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${parent.id} FOR UPDATE`
+            if (current?.status !== "active") return yield* Effect.fail(err.badRequest("INVALID_TOKEN", "parentGrantToken is revoked"))
             const grant = yield* grants.create({
               developerId: developer.id,
               agentId: subAgent.id,
@@ -112,7 +121,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
             })
             const token = yield* grants.issueToken(grant, { parentAgt: claims.agt, parentGrnt: parent.id })
             return { grant, token }
-          })).pipe(Effect.orDie)
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
           return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id }
         }))
       .handle("verify", ({ payload }) =>
@@ -134,9 +143,9 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
       .handle("revokeToken", ({ payload }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
-          if (!(yield* grants.revokeToken(developer.id, payload.jti))) {
-            return yield* Effect.fail(err.notFound("NOT_FOUND", "Token not found"))
-          }
+          // 204 whether or not the jti named one of the developer's tokens (decisions §3; RFC 7009 §2.2
+          // answers the same way): the answer tells no one which token ids exist
+          yield* grants.revokeToken(developer.id, payload.jti)
           return HttpServerResponse.empty({ status: 204 })
         }))
   }))

@@ -169,7 +169,17 @@ export const GrantsServiceLive = Layer.effect(
         })
         yield* sql`INSERT INTO grant_tokens (jti, grant_id, developer_id, issued_at, expires_at)
                    VALUES (${jti}, ${grant.id}, ${grant.developerId}, ${new Date(ms)}, ${expiresAt})`
-        return { grantToken, jti, expiresAt: new Date(Math.floor(expiresAt.getTime() / 1000) * 1000) }
+        const exp = new Date(Math.floor(expiresAt.getTime() / 1000) * 1000)
+        // every token issued says so (code exchange, refresh, delegation, consent bundles)
+        yield* events.emit(grant.developerId, "token.issued", {
+          tokenId: jti,
+          grantId: grant.id,
+          agentId: grant.agentId,
+          principalId: grant.principalId,
+          scopes: [...grant.scopes],
+          expiresAt: exp.toISOString()
+        })
+        return { grantToken, jti, expiresAt: exp }
       }).pipe(Effect.orDie)
 
     const find = (developerId: string, grantId: string) =>
@@ -178,36 +188,48 @@ export const GrantsServiceLive = Layer.effect(
         Effect.orDie
       )
 
+    const readTree = (developerId: string, grantId: string) =>
+      sql<{ id: string; parentGrantId: string | null; status: string }>`
+        WITH RECURSIVE tree AS (
+          SELECT id, parent_grant_id, status FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}
+          UNION ALL
+          SELECT g.id, g.parent_grant_id, g.status FROM grants g JOIN tree t ON g.parent_grant_id = t.id
+        )
+        SELECT id, parent_grant_id, status FROM tree`
+
     const revoke = (developerId: string, grantId: string) =>
       sql.withTransaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const at = new Date(ms)
-        // Lock the whole tree (root and every descendant) before changing it.
-        const tree = yield* sql<{ id: string; parentGrantId: string | null; status: string }>`
-          WITH RECURSIVE tree AS (
-            SELECT id, parent_grant_id, status FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}
-            UNION ALL
-            SELECT g.id, g.parent_grant_id, g.status FROM grants g JOIN tree t ON g.parent_grant_id = t.id
-          )
-          SELECT id, parent_grant_id, status FROM tree`
+        // Lock the whole tree (root and every descendant) before changing it. A delegation commits its
+        // child while holding its parent's lock, so once every grant read is locked no child can be
+        // added under them; the tree is read again until no new one appears.
+        let tree = yield* readTree(developerId, grantId)
         if (tree.length === 0) return undefined
+        for (let locked = 0; tree.length > locked;) {
+          const ids = tree.map((g) => g.id)
+          // A consent bundle's row is locked before its grant's, the order bundle revoke takes them in.
+          yield* sql`SELECT id FROM consent_bundles WHERE grant_id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
+          yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
+          locked = ids.length
+          tree = yield* readTree(developerId, grantId)
+        }
         const ids = tree.map((g) => g.id)
-        // A consent bundle's row is locked before its grant's, the order bundle revoke takes them in.
-        yield* sql`SELECT id FROM consent_bundles WHERE grant_id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
-        yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} FOR UPDATE`
-        const newlyRevoked = tree.filter((g) => g.status === "active").map((g) => g.id)
-        if (newlyRevoked.length > 0) {
-          yield* sql`UPDATE grants SET status = 'revoked', revoked_at = ${at} WHERE id IN ${sql.in(newlyRevoked)}`
-          yield* sql`UPDATE grant_tokens SET revoked_at = ${at} WHERE grant_id IN ${sql.in(newlyRevoked)} AND revoked_at IS NULL`
-          const hasChildren = new Set(tree.map((g) => g.parentGrantId).filter((p): p is string => p !== null))
-          for (const id of newlyRevoked) {
-            yield* events.emit(developerId, "grant.revoked", { grantId: id, cascade: hasChildren.has(id) })
+        const newlyRevoked = new Set(tree.filter((g) => g.status === "active").map((g) => g.id))
+        if (newlyRevoked.size > 0) {
+          const revoked = [...newlyRevoked]
+          yield* sql`UPDATE grants SET status = 'revoked', revoked_at = ${at} WHERE id IN ${sql.in(revoked)}`
+          yield* sql`UPDATE grant_tokens SET revoked_at = ${at} WHERE grant_id IN ${sql.in(revoked)} AND revoked_at IS NULL`
+          for (const id of revoked) {
+            // cascade: descendants were revoked by this call too (not merely present, revoked before)
+            const cascade = tree.some((g) => g.parentGrantId === id && newlyRevoked.has(g.id))
+            yield* events.emit(developerId, "grant.revoked", { grantId: id, cascade })
           }
           // A consent bundle whose grant is revoked (DELETE /v1/grants/:id, or a cascade) is revoked
           // with it, so its status, the status filter, refresh and a second revoke all agree.
           const bundles = yield* sql<{ id: string; grantId: string }>`
             UPDATE consent_bundles SET status = 'revoked', revoked_at = ${at}, updated_at = ${at}
-            WHERE grant_id IN ${sql.in(newlyRevoked)} AND status = 'active' RETURNING id, grant_id`
+            WHERE grant_id IN ${sql.in(revoked)} AND status = 'active' RETURNING id, grant_id`
           for (const bundle of bundles) {
             yield* events.emit(developerId, "consent_bundle.revoked", { bundleId: bundle.id, grantId: bundle.grantId, revokedAt: at.toISOString() })
           }

@@ -13,7 +13,7 @@ beforeAll(async () => {
   app = await startTestApp()
   dev = await app.signup({ plan: "enterprise" })
   agentId = await createAgent(app, dev.developerId, ["email:read", "email:write", "calendar:read"])
-  subAgentId = await createAgent(app, dev.developerId, [], "Sub agent")
+  subAgentId = await createAgent(app, dev.developerId, ["email:read", "calendar:read"], "Sub agent")
 })
 afterAll(() => app.stop())
 
@@ -45,7 +45,8 @@ describe("verify and revoke", () => {
     const { token } = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read"] })
     expect((await app.request("POST", "/v1/tokens/revoke", { apiKey: dev.apiKey, body: { jti: token.jti } })).status).toBe(204)
     expect(await verify(token.grantToken)).toEqual({ valid: false })
-    expect((await app.request("POST", "/v1/tokens/revoke", { apiKey: dev.apiKey, body: { jti: "tok_unknown" } })).status).toBe(404)
+    // decisions §3: `{ jti }` → 204, also for a jti that names none of the developer's tokens
+    expect((await app.request("POST", "/v1/tokens/revoke", { apiKey: dev.apiKey, body: { jti: "tok_unknown" } })).status).toBe(204)
   })
 
   test("alg none, HS256 keyed with the public key, tampered payload, another developer: all invalid", async () => {
@@ -99,6 +100,51 @@ describe("delegation", () => {
     expect(events).toHaveLength(4)
     expect(events.find((e) => e.data.grantId === root.grant.id)!.data.cascade).toBe(true)
     expect(events.find((e) => e.data.grantId === greatGrandchild.body.grantId)!.data.cascade).toBe(false)
+  })
+
+  test("a sub-agent gets only scopes registered for it (422 INVALID_SCOPES); every delegated token is announced", async () => {
+    const root = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read", "email:write"] })
+    const narrow = await createAgent(app, dev.developerId, ["email:read"], "Narrow")
+    const refused = await app.request("POST", "/v1/grants/delegate", {
+      apiKey: dev.apiKey,
+      body: { parentGrantToken: root.token.grantToken, subAgentId: narrow, scopes: ["email:read", "email:write"] }
+    })
+    expect([refused.status, refused.body.code]).toEqual([422, "INVALID_SCOPES"])
+    const ok = await app.request("POST", "/v1/grants/delegate", {
+      apiKey: dev.apiKey,
+      body: { parentGrantToken: root.token.grantToken, subAgentId: narrow, scopes: ["email:read"] }
+    })
+    expect(ok.status).toBe(201)
+    const [issued] = await app.query<{ data: any }>("SELECT data FROM events WHERE type = 'token.issued' AND data->>'grantId' = $1", [ok.body.grantId])
+    const data = typeof issued!.data === "string" ? JSON.parse(issued!.data) : issued!.data
+    expect(data).toMatchObject({ grantId: ok.body.grantId, agentId: narrow, scopes: ["email:read"], expiresAt: ok.body.expiresAt })
+  })
+
+  test("cascade says whether this revocation revoked descendants (not whether there were any)", async () => {
+    const root = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read"] })
+    const child = await delegate(root.token.grantToken)
+    expect((await app.request("DELETE", `/v1/grants/${child.body.grantId}`, { apiKey: dev.apiKey })).status).toBe(204)
+    expect((await app.request("DELETE", `/v1/grants/${root.grant.id}`, { apiKey: dev.apiKey })).status).toBe(204)
+    const [event] = await app.query<{ data: any }>("SELECT data FROM events WHERE type = 'grant.revoked' AND data->>'grantId' = $1", [root.grant.id])
+    const data = typeof event!.data === "string" ? JSON.parse(event!.data) : event!.data
+    expect(data).toEqual({ grantId: root.grant.id, cascade: false })
+  })
+
+  test("a delegation racing the revocation of its parent never leaves an active child under a revoked grant", async () => {
+    for (let i = 0; i < 15; i++) {
+      const root = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read"] })
+      const [made] = await Promise.all([
+        delegate(root.token.grantToken),
+        app.request("DELETE", `/v1/grants/${root.grant.id}`, { apiKey: dev.apiKey })
+      ])
+      expect([201, 400]).toContain(made.status)
+    }
+    const orphans = await app.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM grants c JOIN grants p ON p.id = c.parent_grant_id
+       WHERE p.status = 'revoked' AND c.status = 'active' AND c.developer_id = $1`,
+      [dev.developerId]
+    )
+    expect(orphans[0]!.n).toBe(0)
   })
 
   test("a revoked parent cannot delegate", async () => {

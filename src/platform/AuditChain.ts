@@ -274,6 +274,11 @@ export const AuditChainLive = Layer.effect(
 
     const verify = (developerId: string) =>
       Effect.gen(function*() {
+        // The head is read first: the walk then covers exactly the chain as it stood (entries
+        // appended meanwhile lie beyond it) and must end on it, so entries deleted from the end of
+        // the chain, which leave every remaining link intact, are found too.
+        const [head] = yield* sql<{ seq: string; hash: string | null }>`SELECT seq, hash FROM audit_heads WHERE developer_id = ${developerId}`
+        const endSeq = head === undefined ? Number.MAX_SAFE_INTEGER : Number(head.seq)
         let prevHash: string | null = null
         let checked = 0
         let lastSeq = 0
@@ -282,7 +287,8 @@ export const AuditChainLive = Layer.effect(
           const rows: ReadonlyArray<Row> = yield* sql<Row>`
             SELECT id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash,
                    timestamp, status, seq
-            FROM audit_log WHERE developer_id = ${developerId} AND seq > ${lastSeq} ORDER BY seq LIMIT ${pageSize}`
+            FROM audit_log WHERE developer_id = ${developerId} AND seq > ${lastSeq} AND seq <= ${endSeq}
+            ORDER BY seq LIMIT ${pageSize}`
           for (const row of rows) {
             const entry = rowToEntry(row)
             const expected = entryHash({ ...entry, id: entry.entryId })
@@ -293,7 +299,11 @@ export const AuditChainLive = Layer.effect(
             lastSeq = Number(row.seq)
             checked++
           }
-          if (rows.length < pageSize) return { valid: true, checkedEntries: checked, firstBrokenAt: null }
+          if (rows.length < pageSize) {
+            // the chain stops short of its head: its last entries are gone (no entry to name, so firstBrokenAt is null)
+            const whole = head === undefined || (lastSeq === Number(head.seq) && prevHash === head.hash)
+            return { valid: whole, checkedEntries: checked, firstBrokenAt: null }
+          }
         }
       }).pipe(Effect.orDie)
 

@@ -50,3 +50,13 @@ test("a tampered entry is reported as the first broken one", async () => {
   await app.query(`UPDATE audit_log SET metadata = '{"b":2}'::jsonb WHERE id = $1`, [ids[2]])
   expect((await app.request("GET", "/v1/audit/verify", { apiKey: d.apiKey })).body).toEqual({ valid: false, checkedEntries: 2, firstBrokenAt: ids[2] })
 })
+
+test("entries deleted from the end of the chain are found: the walk must end on the stored head", async () => {
+  const d = await app.signup({ plan: "enterprise" })
+  const ids: Array<string> = []
+  for (let i = 0; i < 4; i++) ids.push((await app.request("POST", "/v1/audit/log", { apiKey: d.apiKey, body: entry() })).body.entryId)
+  expect((await app.request("GET", "/v1/audit/verify", { apiKey: d.apiKey })).body).toEqual({ valid: true, checkedEntries: 4, firstBrokenAt: null })
+  // every remaining link is intact; only the head knows two entries are missing
+  await app.query("DELETE FROM audit_log WHERE id = ANY($1)", [ids.slice(2)])
+  expect((await app.request("GET", "/v1/audit/verify", { apiKey: d.apiKey })).body).toEqual({ valid: false, checkedEntries: 2, firstBrokenAt: null })
+})

@@ -34,7 +34,12 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addSuccess(AgentView, { status: 201 })
       .addError(BadRequest)
   )
-  .add(HttpApiEndpoint.get("list", "/v1/agents").addSuccess(Schema.Struct({ agents: Schema.Array(AgentView) })))
+  .add(
+    HttpApiEndpoint.get("list", "/v1/agents")
+      .setUrlParams(Schema.Struct({ cursor: Schema.optional(Schema.String), limit: Schema.optional(Schema.String) }))
+      .addSuccess(Schema.Struct({ agents: Schema.Array(AgentView), nextCursor: Schema.NullOr(Schema.String) }))
+      .addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("get", "/v1/agents/:id").setPath(IdPath).addSuccess(AgentView).addError(NotFound))
   .add(
     HttpApiEndpoint.patch("update", "/v1/agents/:id")

@@ -4,6 +4,7 @@ import { Context, Effect, Layer } from "effect"
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import { err, type NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
+import type { CursorPosition } from "../platform/Pagination.ts"
 import { now } from "../platform/Time.ts"
 
 export interface AgentRecord {
@@ -21,7 +22,8 @@ const COLUMNS = "id, developer_id, name, description, scopes, status, created_at
 
 export interface AgentsService {
   readonly create: (developerId: string, input: { name: string; description?: string; scopes?: ReadonlyArray<string> }) => Effect.Effect<AgentRecord>
-  readonly list: (developerId: string) => Effect.Effect<ReadonlyArray<AgentRecord>>
+  /** one page, newest first, after the cursor's position; `limit + 1` rows are read so the caller knows if more follow */
+  readonly list: (developerId: string, after: CursorPosition | undefined, limit: number) => Effect.Effect<ReadonlyArray<AgentRecord>>
   /** the developer's live (not deleted) agent */
   readonly find: (developerId: string, agentId: string) => Effect.Effect<AgentRecord | undefined>
   readonly get: (developerId: string, agentId: string) => Effect.Effect<AgentRecord, NotFound>
@@ -74,10 +76,13 @@ export const AgentsServiceLive = Layer.effect(
           )
           return rows[0]!
         }).pipe(Effect.orDie),
-      list: (developerId) =>
+      list: (developerId, after, limit) =>
         sql.unsafe<AgentRecord>(
-          `SELECT ${COLUMNS} FROM agents WHERE developer_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT 1000`,
-          [developerId]
+          after === undefined
+            ? `SELECT ${COLUMNS} FROM agents WHERE developer_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $2`
+            : `SELECT ${COLUMNS} FROM agents WHERE developer_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($3, $4)
+               ORDER BY created_at DESC, id DESC LIMIT $2`,
+          (after === undefined ? [developerId, limit + 1] : [developerId, limit + 1, new Date(after.createdAt), after.id]) as any
         ).pipe(Effect.orDie),
       update: (developerId, agentId, patch) =>
         Effect.gen(function*() {

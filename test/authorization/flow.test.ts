@@ -44,6 +44,32 @@ describe("agents", () => {
   })
 })
 
+describe("agents list", () => {
+  test("pages of the interface's size (default 50, at most 100), newest first, each agent once", async () => {
+    const d = await app.signup({ plan: "enterprise" })
+    const ids: Array<string> = []
+    for (let i = 0; i < 5; i++) ids.push((await app.request("POST", "/v1/agents", { apiKey: d.apiKey, body: { name: `a${i}` } })).body.agentId)
+    const all = await app.request("GET", "/v1/agents", { apiKey: d.apiKey })
+    expect(all.body.nextCursor).toBeNull()
+    expect(all.body.agents.map((a: any) => a.agentId)).toEqual([...ids].reverse())
+    const seen: Array<string> = []
+    let cursor: string | null = null
+    let pages = 0
+    do {
+      const res: any = await app.request("GET", `/v1/agents?limit=2${cursor ? `&cursor=${cursor}` : ""}`, { apiKey: d.apiKey })
+      expect(res.status).toBe(200)
+      seen.push(...res.body.agents.map((a: any) => a.agentId))
+      cursor = res.body.nextCursor
+      pages++
+    } while (cursor)
+    expect([pages, seen]).toEqual([3, [...ids].reverse()])
+    for (const query of ["limit=0", "limit=101", "limit=abc", "cursor=%%%"]) {
+      const res = await app.request("GET", `/v1/agents?${query}`, { apiKey: d.apiKey })
+      expect([res.status, res.body.code]).toEqual([400, "BAD_REQUEST"])
+    }
+  })
+})
+
 describe("authorization flow", () => {
   test("authorize → consent JSON → approve → token → refresh; the token verifies against the JWKS", async () => {
     const auth = await authorize({ scopes: ["email:read", "calendar:read"], redirectUri: "https://app.example/cb", state: "xyz", expiresIn: "2h" })

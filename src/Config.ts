@@ -3,6 +3,7 @@
  * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
  */
 import { Context, Layer } from "effect"
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { BlockList, isIP } from "node:net"
 
 export class ConfigError extends Error {
@@ -144,7 +145,61 @@ const splitPems = (raw: string | undefined): ReadonlyArray<string> => {
   const text = raw.replace(/\\n/g, "\n")
   const pems = text.match(/-----BEGIN [A-Z ]+-----[\s\S]+?-----END [A-Z ]+-----/g)
   if (!pems) throw new ConfigError("RSA_PREVIOUS_PUBLIC_KEYS", "must hold one or more PEM public keys")
+  pems.forEach((pem, i) => {
+    if (!isRsaKey(() => createPublicKey(pem))) throw new ConfigError("RSA_PREVIOUS_PUBLIC_KEYS", `key ${i + 1} is not a readable RSA public key`)
+  })
   return pems
+}
+
+/** whether the PEM parses, and as an RSA key (the service signs and publishes RS256 only) */
+const isRsaKey = (read: () => KeyObject): boolean => {
+  try {
+    return read().asymmetricKeyType === "rsa"
+  } catch {
+    return false
+  }
+}
+
+/** `HOST`: an IP address or a host name to listen on */
+const checkHost = (host: string): string => {
+  if (isIP(host) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$/.test(host)) {
+    throw new ConfigError("HOST", "must be an IP address or a host name")
+  }
+  return host
+}
+
+/** `WEBAUTHN_RP_ID`: a bare host name (no scheme, port or path), as WebAuthn requires */
+const checkRpId = (rpId: string): string => {
+  if (!/^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$/.test(rpId)) {
+    throw new ConfigError("WEBAUTHN_RP_ID", "must be a bare host name, e.g. example.com")
+  }
+  return rpId
+}
+
+/** `WEBAUTHN_ORIGIN`: an http(s) origin (scheme, host, optional port; no path) */
+const checkOrigin = (origin: string): string => {
+  let url: URL
+  try {
+    url = new URL(origin)
+  } catch {
+    throw new ConfigError("WEBAUTHN_ORIGIN", "must be an origin such as https://example.com")
+  }
+  if ((url.protocol !== "https:" && url.protocol !== "http:") || url.pathname !== "/" || url.search !== "" || url.hash !== "" || url.username !== "") {
+    throw new ConfigError("WEBAUTHN_ORIGIN", "must be an origin such as https://example.com (no path)")
+  }
+  return url.origin
+}
+
+/** `DNS_RESOLVER`: an IP address with an optional port (`1.1.1.1`, `127.0.0.1:5353`, `[::1]:53`): what the resolver accepts */
+const checkResolver = (raw: string): string => {
+  const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(raw)
+  const plain = /^([^:]+)(?::(\d{1,5}))?$/.exec(raw)
+  const [address, port] = bracketed ? [bracketed[1]!, bracketed[2]] : plain ? [plain[1]!, plain[2]] : [raw, undefined]
+  const family = isIP(address)
+  if (family === 0 || (family === 6 && !bracketed && raw.includes("]")) || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+    throw new ConfigError("DNS_RESOLVER", "must be an IP address with an optional port (host:port with an IP host)")
+  }
+  return raw
 }
 
 /** `kid:base64key,...`: each kid unique, each key exactly 32 bytes (AES-256). Never echoes key material. */
@@ -175,8 +230,8 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (rsaPrivateKey === undefined && production) {
     throw new ConfigError("RSA_PRIVATE_KEY", "is required in production (generated keys are for development)")
   }
-  if (rsaPrivateKey !== undefined && !rsaPrivateKey.includes("PRIVATE KEY-----")) {
-    throw new ConfigError("RSA_PRIVATE_KEY", "must be a PEM private key")
+  if (rsaPrivateKey !== undefined && (!rsaPrivateKey.includes("PRIVATE KEY-----") || !isRsaKey(() => createPrivateKey(rsaPrivateKey)))) {
+    throw new ConfigError("RSA_PRIVATE_KEY", "must be a readable PEM RSA private key")
   }
   const vaultEncryptionKeys = env.VAULT_ENCRYPTION_KEYS?.trim() || undefined
   if (vaultEncryptionKeys === undefined && production) {
@@ -205,15 +260,16 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     rsaPreviousPublicKeys: splitPems(env.RSA_PREVIOUS_PUBLIC_KEYS),
     jwtIssuer,
     port,
-    host: env.HOST?.trim() || "0.0.0.0",
+    host: checkHost(env.HOST?.trim() || "0.0.0.0"),
     publicBaseUrl,
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     vaultEncryptionKeys,
     didMethod,
     maxDelegationDepth: integer(env, "MAX_DELEGATION_DEPTH", 3, 1),
     webauthn: {
-      rpId: env.WEBAUTHN_RP_ID?.trim() || "localhost",
-      origin: env.WEBAUTHN_ORIGIN?.trim() || publicBaseUrl,
+      rpId: checkRpId(env.WEBAUTHN_RP_ID?.trim() || "localhost"),
+      // by default the origin of PUBLIC_BASE_URL (an origin never has a path)
+      origin: env.WEBAUTHN_ORIGIN?.trim() ? checkOrigin(env.WEBAUTHN_ORIGIN.trim()) : new URL(publicBaseUrl).origin,
       rpName: env.WEBAUTHN_RP_NAME?.trim() || "agent-auth-service"
     },
     webhooks: {
@@ -238,7 +294,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       authorizePerDeveloper: integer(env, "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", 10, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
-    dnsResolver: env.DNS_RESOLVER?.trim() || undefined,
+    dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,
     metricsToken: env.METRICS_TOKEN?.trim() || undefined,
     logLevel,
     dataDir,

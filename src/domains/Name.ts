@@ -19,7 +19,8 @@ export const normaliseDomain = (input: string): NormalisedDomain => {
   const ascii = domainToASCII(name)
   if (ascii === "") return { ok: false, reason: "domain is not a valid host name" }
   if (isIP(ascii) !== 0) return { ok: false, reason: "IP addresses are not accepted, only domain names" }
-  if (ascii.length > 253) return { ok: false, reason: "domain is longer than 253 characters" }
+  // the TXT record lives at _agent-auth.<domain>, itself at most 253 characters
+  if (ascii.length > 253 - "_agent-auth.".length) return { ok: false, reason: `domain is longer than ${253 - "_agent-auth.".length} characters (its verification record name would exceed 253)` }
   const labels = ascii.split(".")
   if (labels.length < 2) return { ok: false, reason: "domain needs at least two labels (e.g. example.com)" }
   for (const label of labels) {

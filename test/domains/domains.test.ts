@@ -63,6 +63,20 @@ describe("POST /v1/domains", () => {
     expect(res.body.code).toBe("BAD_REQUEST")
   })
 
+  test("a name is accepted only if its verification record name fits in 253 characters", async () => {
+    // labels of 60 characters: 4 × 61 = 244 with dots; trimmed to the two lengths either side of the bound
+    const name = (length: number) => {
+      const full = Array.from({ length: 4 }, (_, i) => String.fromCharCode(97 + i).repeat(60)).join(".") + ".org"
+      return full.slice(full.length - length).replace(/^[.]/, "x")
+    }
+    expect(name(241)).toHaveLength(241)
+    const fits = await create(name(241))
+    expect(fits.status).toBe(201)
+    expect(fits.body.verificationRecord.name).toHaveLength(253)
+    const tooLong = await create(name(242))
+    expect([tooLong.status, tooLong.body.code]).toEqual([400, "BAD_REQUEST"])
+  })
+
   test("400 BAD_REQUEST without domain; 401 without a key", async () => {
     const missing = await app.request("POST", "/v1/domains", { apiKey: dev.apiKey, body: {} })
     expect(missing.status).toBe(400)

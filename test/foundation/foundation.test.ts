@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Clock, Effect } from "effect"
+import { generateKeyPairSync } from "node:crypto"
+import { ConfigError, loadConfig } from "../../src/Config.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 
 let app: TestApp
@@ -137,3 +139,46 @@ test("TestClock drives the service's clock", async () => {
 })
 
 void Effect
+
+describe("configuration", () => {
+  const base = { DATABASE_URL: "pglite://memory", REDIS_URL: "memory://", AUTO_GENERATE_KEYS: "true" }
+  const refused = (env: Record<string, string>) => {
+    try {
+      loadConfig({ ...base, ...env })
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError)
+      expect((e as Error).message).not.toContain("\n")
+      return (e as ConfigError).variable
+    }
+    return undefined
+  }
+
+  test("a malformed variable that used to pass and fail later stops the start with one line naming it (decisions §10)", () => {
+    const garbled = "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----"
+    expect(refused({ RSA_PRIVATE_KEY: garbled })).toBe("RSA_PRIVATE_KEY")
+    // an Ed25519 key is a readable key but not one the service signs RS256 with
+    const ed = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+    expect(refused({ RSA_PRIVATE_KEY: ed })).toBe("RSA_PRIVATE_KEY")
+    expect(refused({ RSA_PREVIOUS_PUBLIC_KEYS: "-----BEGIN PUBLIC KEY-----\n@@@@\n-----END PUBLIC KEY-----" })).toBe("RSA_PREVIOUS_PUBLIC_KEYS")
+    for (const DNS_RESOLVER of ["localhost:5353", "dns.example:53", "1.1.1.1:99999", "::1:53x"]) expect(refused({ DNS_RESOLVER })).toBe("DNS_RESOLVER")
+    for (const WEBAUTHN_ORIGIN of ["garbage", "ftp://example.com", "https://example.com/path"]) expect(refused({ WEBAUTHN_ORIGIN })).toBe("WEBAUTHN_ORIGIN")
+    for (const WEBAUTHN_RP_ID of ["https://example.com", "example.com:443", "ex ample.com"]) expect(refused({ WEBAUTHN_RP_ID })).toBe("WEBAUTHN_RP_ID")
+    expect(refused({ HOST: "not a host" })).toBe("HOST")
+  })
+
+  test("well-formed values pass", () => {
+    const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 })
+    const config = loadConfig({
+      ...base,
+      RSA_PRIVATE_KEY: rsa.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      RSA_PREVIOUS_PUBLIC_KEYS: rsa.publicKey.export({ type: "spki", format: "pem" }).toString(),
+      DNS_RESOLVER: "[::1]:5353",
+      WEBAUTHN_ORIGIN: "https://auth.example.com",
+      WEBAUTHN_RP_ID: "example.com",
+      HOST: "127.0.0.1",
+      PUBLIC_BASE_URL: "https://auth.example.com/base"
+    })
+    expect(config.webauthn).toMatchObject({ rpId: "example.com", origin: "https://auth.example.com" })
+    expect(loadConfig({ ...base, DNS_RESOLVER: "127.0.0.1:5353", PUBLIC_BASE_URL: "https://auth.example.com/base" }).webauthn.origin).toBe("https://auth.example.com")
+  })
+})

@@ -97,12 +97,13 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (depth > config.maxDelegationDepth) {
             return yield* Effect.fail(err.forbidden("DELEGATION_DEPTH_EXCEEDED", `Delegation deeper than ${config.maxDelegationDepth} levels`))
           }
-          let expiresAt = parent.expiresAt
+          // never beyond the parent's expiry: its grant's, nor the token presented (a one-hour token
+          // must not mint a child that outlives it by a day)
+          let expiresAt = new Date(Math.min(parent.expiresAt.getTime(), claims.exp * 1000))
           if (payload.expiresIn !== undefined) {
             const seconds = parseDuration(payload.expiresIn)
             if (seconds === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
-            // never beyond the parent's expiry
-            expiresAt = new Date(Math.min(parent.expiresAt.getTime(), ms + seconds * 1000))
+            expiresAt = new Date(Math.min(expiresAt.getTime(), ms + seconds * 1000))
           }
           const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {
             // The parent is locked and checked again: a revocation that locked it first wins (this

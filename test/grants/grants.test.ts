@@ -1,6 +1,8 @@
 /** Grants: list/get/revoke with cascade, delegation limits, token verification and revocation. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SignJWT, base64url } from "jose"
+import { Effect } from "effect"
+import { Grants } from "../../src/grants/Service.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 
@@ -118,6 +120,18 @@ describe("delegation", () => {
     const [issued] = await app.query<{ data: any }>("SELECT data FROM events WHERE type = 'token.issued' AND data->>'grantId' = $1", [ok.body.grantId])
     const data = typeof issued!.data === "string" ? JSON.parse(issued!.data) : issued!.data
     expect(data).toMatchObject({ grantId: ok.body.grantId, agentId: narrow, scopes: ["email:read"], expiresAt: ok.body.expiresAt })
+  })
+
+  test("a delegated grant lives no longer than the parent token presented", async () => {
+    const root = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read"], expiresInSeconds: 86400 })
+    // a short token on the long grant, as /v1/token issues (one hour at most)
+    const short = await app.run(Effect.gen(function*() {
+      const grants = yield* Grants
+      return yield* grants.issueToken(root.grant, { expiresAt: new Date(Date.now() + 3600_000) })
+    }))
+    const child = await delegate(short.grantToken, { expiresIn: "7d" })
+    expect(child.status).toBe(201)
+    expect(child.body.expiresAt).toBe(short.expiresAt.toISOString())
   })
 
   test("cascade says whether this revocation revoked descendants (not whether there were any)", async () => {

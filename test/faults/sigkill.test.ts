@@ -65,7 +65,7 @@ test.skipIf(!usingRealPostgres)("SIGKILL during syncs and deliveries loses no ac
         body: JSON.stringify(body)
       })
     const { apiKey } = await (await call("/v1/signup", { name: "kill" })).json() as any
-    await call("/v1/webhooks", { url: `http://127.0.0.1:${receiver.port}/hook`, events: ["consent_bundle.created", "grant.created"] }, apiKey)
+    await call("/v1/webhooks", { url: `http://127.0.0.1:${receiver.port}/hook`, events: ["consent_bundle.created", "grant.created", "token.issued"] }, apiKey)
     const agent = await (await call("/v1/agents", { name: "a", scopes: ["email:read"] }, apiKey)).json() as any
 
     // four devices syncing batches of 25 entries; bundles created meanwhile emit events

@@ -104,6 +104,17 @@ export class VaultApi extends HttpApiGroup.make("vault")
       .addError(CredentialUnreadable)
       .annotate(RatePolicy, { grantToken: true, routeLimit: 20, routeKey: "grantToken" })
       .annotate(OpenApi.Description, "Body: `{ \"service\": string }`. Authorization: `Bearer <grant token>` (no API key).")
+      // the body the handler reads, described for clients and SDK generators (not decoded by the platform)
+      .annotate(OpenApi.Override, {
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { type: "object", required: ["service"], properties: { service: { type: "string", minLength: 1, maxLength: 100 } } }
+            }
+          }
+        }
+      })
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/vault/credentials/:id")

@@ -35,6 +35,9 @@ describe("health, jwks and docs", () => {
     expect(spec.status).toBe(200)
     expect(spec.body.openapi).toBe("3.1.0")
     expect(Object.keys(spec.body.paths)).toContain("/v1/signup")
+    // the vault exchange reads its body by hand (for the 401 → 400 order) yet documents it
+    const exchange = spec.body.paths["/v1/vault/credentials/exchange"].post
+    expect(exchange.requestBody.content["application/json"].schema).toMatchObject({ required: ["service"], properties: { service: { type: "string" } } })
     const docs = await app.request("GET", "/docs")
     expect(docs.status).toBe(200)
     expect(docs.headers.get("content-type")).toContain("text/html")

@@ -67,13 +67,14 @@ export const compileRoutes = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledR
 /**
  * Finds a request's route with the router that dispatches it (find-my-way, with the same default
  * options): every spelling the router accepts for a route (a trailing or doubled slash, another
- * case, percent-encoding) is that route here too, so none slips past the route's own limit or the
- * developer budgets.
+ * case, percent-encoding, HEAD for GET) is that route here too, so none slips past the route's own
+ * limit or the developer budgets.
  */
 const makeMatcher = (routes: ReadonlyArray<CompiledRoute>) => {
   const router = FindMyWay.make<CompiledRoute>()
   for (const route of routes) router.on(route.method as any, route.path as any, route)
-  return (method: string, url: string): CompiledRoute | undefined => router.find(method as any, url)?.handler
+  // HEAD is answered by the GET handler (the body dropped), so it is that route here too
+  return (method: string, url: string): CompiledRoute | undefined => router.find((method === "HEAD" ? "GET" : method) as any, url)?.handler
 }
 
 /** The client address: the socket peer, or X-Forwarded-For as far as TRUST_PROXY allows. */

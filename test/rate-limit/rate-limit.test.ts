@@ -158,6 +158,8 @@ describe("route limiter and headers", () => {
     for (const path of spellings) statuses.push((await app.request("GET", path, { apiKey })).status)
     // route default 3 in this app: three answers, then the same limiter refuses every spelling
     expect(statuses).toEqual([200, 200, 200, 429, 429, 429])
+    // HEAD runs the GET handler: the same route, the same limiter
+    expect((await app.request("HEAD", "/v1/me", { apiKey })).status).toBe(429)
     const health = await app.request("GET", "/health/")
     expect(health.status).toBe(200)
     expect(health.headers.get("x-ratelimit-limit")).toBeNull()

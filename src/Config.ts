@@ -66,7 +66,7 @@ export interface RateLimitFigures {
 export type TrustProxy =
   | { readonly _tag: "none" }
   | { readonly _tag: "hops"; readonly hops: number }
-  | { readonly _tag: "cidrs"; readonly cidrs: ReadonlyArray<string>; readonly trusted: BlockList }
+  | { readonly _tag: "cidrs"; readonly trusted: BlockList }
 
 export class Config extends Context.Tag("agent-auth/Config")<Config, AppConfig>() {
   static layer = (config: AppConfig) => Layer.succeed(Config, config)
@@ -137,7 +137,7 @@ const parseTrustProxy = (raw: string | undefined): TrustProxy => {
     if (prefix === undefined) trusted.addAddress(address!, type)
     else trusted.addSubnet(address!, prefix, type)
   }
-  return { _tag: "cidrs", cidrs, trusted }
+  return { _tag: "cidrs", trusted }
 }
 
 const splitPems = (raw: string | undefined): ReadonlyArray<string> => {

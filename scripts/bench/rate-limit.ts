@@ -5,7 +5,7 @@
  * whatever the number of windows); with Redis that is counted from INFO commandstats.
  */
 import Redis from "ioredis"
-import { cpuDuring, load, type LoadResult, row, startBenchServer } from "./support.ts"
+import { load, type LoadResult, makeCpuTally, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const results: Record<string, unknown> = {}
@@ -25,20 +25,12 @@ export async function run() {
   const withGate = await start(true)
   const withoutGate = await start(false)
   const rounds = { on: [] as Array<LoadResult>, off: [] as Array<LoadResult> }
-  // CPU per request, main thread (the event loop) and whole machine, summed over the rounds
-  const cpu = { on: { main: 0, machine: 0, requests: 0 }, off: { main: 0, machine: 0, requests: 0 } }
-  const measured = async (which: "on" | "off", send: () => Promise<boolean>) => {
-    await load(send, { seconds: 0.2, concurrency: 16, warmupSeconds: 0 })
-    const { result, machineMs, mainThreadMs } = await cpuDuring(() => load(send, { seconds: 1.5, concurrency: 16, warmupSeconds: 0 }))
-    cpu[which].main += mainThreadMs ?? NaN
-    cpu[which].machine += machineMs ?? NaN
-    cpu[which].requests += result.requests
-    return result
-  }
+  // CPU per request, main thread (the event loop) and whole machine, over the rounds
+  const tally = { on: makeCpuTally(), off: makeCpuTally() }
   try {
     for (let i = 0; i < 4; i++) {
-      rounds.off.push(await measured("off", withoutGate.send))
-      rounds.on.push(await measured("on", withGate.send))
+      rounds.off.push(await tally.off.measure(withoutGate.send, 1.5))
+      rounds.on.push(await tally.on.measure(withGate.send, 1.5))
     }
   } finally {
     await withGate.server.stop()
@@ -56,9 +48,8 @@ export async function run() {
   row("  p50 / p99 ms (on)", `${on.p50Ms} / ${on.p99Ms}`, `${off.p50Ms} / ${off.p99Ms}`)
   // What the gate adds per request, next to the 10% budget of a request without it: the part on the
   // event loop and the part anywhere on the machine (Redis, the kernel's loopback, the client).
-  const micros = (c: { main: number; machine: number; requests: number }) => ({ main: (c.main * 1000) / c.requests, machine: (c.machine * 1000) / c.requests })
-  const cpuOn = micros(cpu.on)
-  const cpuOff = micros(cpu.off)
+  const cpuOn = tally.on.perRequest()
+  const cpuOff = tally.off.perRequest()
   if (Number.isFinite(cpuOn.main)) {
     row("  gate CPU per request on the event loop µs", `+${Math.round(cpuOn.main - cpuOff.main)}`, `${Math.round(cpuOff.main / 10)} (10% of ${Math.round(cpuOff.main)})`)
     row("  gate CPU per request on the machine µs", `+${Math.round(cpuOn.machine - cpuOff.machine)}`, `${Math.round(cpuOff.machine / 10)} (10% of ${Math.round(cpuOff.machine)})`)

@@ -145,3 +145,25 @@ export const cpuDuring = async <A>(work: () => Promise<A>): Promise<{ result: A;
   const result = await work()
   return { result, machineMs: (machine() - m0) / ticksPerMs, mainThreadMs: (mainThread() - t0) / ticksPerMs }
 }
+
+/**
+ * A load run timed for its CPU: each `measure` runs `send` for `seconds` after a short warm-up and
+ * adds its CPU time and requests to the tally; `perRequest` answers µs per request, on the main
+ * thread and on the whole machine (NaN where /proc is not there).
+ */
+export const makeCpuTally = () => {
+  let main = 0
+  let machine = 0
+  let requests = 0
+  return {
+    measure: async (send: () => Promise<boolean>, seconds: number): Promise<LoadResult> => {
+      await load(send, { seconds: 0.2, concurrency: 16, warmupSeconds: 0 })
+      const { result, machineMs, mainThreadMs } = await cpuDuring(() => load(send, { seconds, concurrency: 16, warmupSeconds: 0 }))
+      main += mainThreadMs ?? NaN
+      machine += machineMs ?? NaN
+      requests += result.requests
+      return result
+    },
+    perRequest: () => ({ main: (main * 1000) / requests, machine: (machine * 1000) / requests })
+  }
+}

@@ -15,7 +15,7 @@ import { Grants } from "../../src/grants/Service.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { Keys } from "../../src/platform/Keys.ts"
 import { openSync, VaultKeys } from "../../src/vault/Crypto.ts"
-import { cpuDuring, load, type LoadResult, opsPerSecond, row, rs256Check, startBenchServer } from "./support.ts"
+import { load, type LoadResult, makeCpuTally, opsPerSecond, row, rs256Check, startBenchServer } from "./support.ts"
 
 const PRINCIPALS = 16
 
@@ -101,20 +101,12 @@ export async function run(): Promise<Record<string, unknown>> {
     const mean = (xs: Array<number>) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length)
     // Rounds alternate so background load on the machine falls on every figure alike.
     const rounds = { exchange: [] as Array<LoadResult>, me: [] as Array<LoadResult>, crypto: [] as Array<number>, forbidden: [] as Array<LoadResult> }
-    // CPU per request, main thread (the event loop) and whole machine, summed over the rounds
-    const cpu = { me: { main: 0, machine: 0, requests: 0 }, exchange: { main: 0, machine: 0, requests: 0 } }
-    const measured = async (which: "me" | "exchange", send: () => Promise<boolean>) => {
-      await load(send, { seconds: 0.2, concurrency: 16, warmupSeconds: 0 })
-      const { result, machineMs, mainThreadMs } = await cpuDuring(() => load(send, { seconds: 2, concurrency: 16, warmupSeconds: 0 }))
-      cpu[which].main += mainThreadMs ?? NaN
-      cpu[which].machine += machineMs ?? NaN
-      cpu[which].requests += result.requests
-      return result
-    }
+    // CPU per request, main thread (the event loop) and whole machine, over the rounds
+    const tally = { me: makeCpuTally(), exchange: makeCpuTally() }
     for (let i = 0; i < 3; i++) {
       rounds.crypto.push(await opsPerSecond(cryptoOp, 1))
-      rounds.me.push(await measured("me", me))
-      rounds.exchange.push(await measured("exchange", exchange))
+      rounds.me.push(await tally.me.measure(me, 2))
+      rounds.exchange.push(await tally.exchange.measure(exchange, 2))
       rounds.forbidden.push(await load(forbidden, { seconds: 1, concurrency: 16, warmupSeconds: 0.1 }))
     }
     // diagnostic: more agents at once (exchanges commit in groups, so they gain from concurrency)
@@ -148,12 +140,8 @@ export async function run(): Promise<Record<string, unknown>> {
     row("  diagnostic: same route, 403 after grant check + lookup", forbiddenPerSecond)
     // Why the ratio stops where it does: with the event loop busy, throughput goes as the inverse
     // of its CPU per request, so the ratio cannot pass /me's CPU per request over the exchange's.
-    const perRequest = (c: { main: number; machine: number; requests: number }) => ({
-      main: (c.main * 1000) / c.requests,
-      machine: (c.machine * 1000) / c.requests
-    })
-    const cpuMe = perRequest(cpu.me)
-    const cpuExchange = perRequest(cpu.exchange)
+    const cpuMe = tally.me.perRequest()
+    const cpuExchange = tally.exchange.perRequest()
     const ceiling = cpuMe.main / cpuExchange.main
     if (Number.isFinite(ceiling)) {
       row(

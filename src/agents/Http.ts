@@ -2,8 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
-import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { pageParams, toPage } from "../platform/Pagination.ts"
 import { Agents } from "./Service.ts"
 
 export const AgentsHttp = HttpApiBuilder.group(Api, "agents", (handlers) =>
@@ -15,11 +14,7 @@ export const AgentsHttp = HttpApiBuilder.group(Api, "agents", (handlers) =>
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
-          // the interface's list page size: default 50, maximum 100 (decisions §1 for the cursor)
-          const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
-          const cursor = decodeCursor(urlParams.cursor)
-          if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+          const { limit, cursor } = yield* pageParams(urlParams)
           const { page, nextCursor } = toPage(yield* agents.list(developer.id, cursor, limit), limit)
           return { agents: page.map(agents.view), nextCursor }
         }))

@@ -5,7 +5,7 @@ import { Api } from "../Api.ts"
 import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { err } from "../platform/Errors.ts"
-import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { pageParams, toPage } from "../platform/Pagination.ts"
 
 const COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash, timestamp,
   status, seq, created_at`
@@ -26,10 +26,7 @@ export const AuditHttp = HttpApiBuilder.group(Api, "audit", (handlers) =>
       .handle("entries", ({ urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
-          const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
-          const cursor = decodeCursor(urlParams.cursor)
-          if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+          const { limit, cursor } = yield* pageParams(urlParams)
           const conditions = ["developer_id = $1"]
           const params: Array<unknown> = [developer.id]
           for (const [column, value] of [["agent_id", urlParams.agentId], ["grant_id", urlParams.grantId], ["principal_id", urlParams.principalId], ["action", urlParams.action]] as const) {

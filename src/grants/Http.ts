@@ -7,7 +7,7 @@ import { Config } from "../Config.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { err } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
-import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { Grants, type GrantRecord, grantView } from "./Service.ts"
 
@@ -26,10 +26,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
-          const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
-          const cursor = decodeCursor(urlParams.cursor)
-          if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+          const { limit, cursor } = yield* pageParams(urlParams)
           const now = new Date(yield* nowMillis)
           const conditions = ["developer_id = $1"]
           const params: Array<unknown> = [developer.id]

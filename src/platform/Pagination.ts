@@ -2,7 +2,8 @@
  * Cursor pagination (decisions §1): newest first, ordered by (created_at, id); the cursor is the
  * base64url of the last row's pair, so no row is skipped or repeated at a page boundary.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
+import { type BadRequest, err } from "./Errors.ts"
 
 export interface CursorPosition {
   readonly createdAt: string
@@ -43,4 +44,19 @@ export const toPage = <T extends { createdAt: Date | string; id: string }>(rows:
   const page = rows.slice(0, limit)
   const nextCursor = rows.length > limit ? encodeCursor(page[page.length - 1]!) : null
   return { page, nextCursor }
+}
+
+/**
+ * A list's `limit` and `cursor` query parameters, checked: 400 with `code` (the operation's, see
+ * decisions §1) for a limit outside 1–100 or a cursor that does not decode.
+ */
+export const pageParams = (
+  urlParams: { readonly limit?: string | undefined; readonly cursor?: string | undefined },
+  code: "BAD_REQUEST" | "INVALID_REQUEST" = "BAD_REQUEST"
+): Effect.Effect<{ readonly limit: number; readonly cursor: CursorPosition | undefined }, BadRequest> => {
+  const limit = pageLimit(urlParams.limit)
+  if (limit === undefined) return Effect.fail(err.badRequest(code, "limit must be an integer from 1 to 100"))
+  const cursor = decodeCursor(urlParams.cursor)
+  if (cursor === null) return Effect.fail(err.badRequest(code, "cursor is not valid"))
+  return Effect.succeed({ limit, cursor })
 }

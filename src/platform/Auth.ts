@@ -9,7 +9,7 @@
 import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, FiberRef, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, FiberRef, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "./Database.ts"
 import { createHash } from "node:crypto"
@@ -36,6 +36,8 @@ const CACHE_MS = 5_000
 /** notified with a developer's id when the developer row changes (by the trigger of sql/0011) */
 export const DEVELOPER_CHANGES = "developer_changes"
 const CACHE_MAX = 10_000
+/** sent on DEVELOPER_CHANGES to learn that the listener is in place (no developer id looks like it) */
+const LISTENING_PROBE = "listening"
 
 export interface ApiKeyService {
   readonly resolve: (apiKey: string) => Effect.Effect<Developer | undefined>
@@ -71,13 +73,24 @@ export const ApiKeysLive = Layer.scoped(
     }
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     if (pg._tag === "Some" && !isEmbeddedDatabase(config.databaseUrl)) {
+      const listening = yield* Deferred.make<void>()
       yield* pg.value.listen(DEVELOPER_CHANGES).pipe(
-        Stream.runForEach((developerId) => Effect.sync(() => forget(developerId))),
+        Stream.runForEach((payload) =>
+          payload === LISTENING_PROBE ? Deferred.succeed(listening, undefined) : Effect.sync(() => forget(payload))),
         // while the listener reconnects, entries fall back to expiring after CACHE_MS
         Effect.retry({ schedule: Schedule.spaced("1 second") }),
         Effect.catchAllCause(() => Effect.void),
         Effect.forkScoped
       )
+      // The listener starts in its own fiber; the service serves (and caches keys) only once it
+      // hears its own probe, so no key cached at start-up outlives a change made meanwhile. A
+      // listener that cannot start within 5 s leaves the cache to its expiry, as a reconnect does.
+      // (Real time here, not the service's Clock: tests hold that still while the service starts.)
+      const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+      for (let probe = 0; probe < 50 && !(yield* Deferred.isDone(listening)); probe++) {
+        yield* sql`SELECT pg_notify(${DEVELOPER_CHANGES}, ${LISTENING_PROBE})`.pipe(Effect.ignore)
+        yield* Effect.raceFirst(Deferred.await(listening), realSleep(100))
+      }
     }
     return { resolve, forget }
   })

@@ -32,6 +32,9 @@ import { OfflineSyncLive } from "./offline-sync/Service.ts"
 import { PasskeysHttp } from "./passkeys/Http.ts"
 import { PasskeysLive } from "./passkeys/Service.ts"
 import { ApiKeysLive, AuthenticationLive } from "./platform/Auth.ts"
+import { PermissionsPageHttp, PrincipalHttp, PrincipalSessionsHttp } from "./principals/Http.ts"
+import { PrincipalsLive } from "./principals/Service.ts"
+import { ChallengeCleanupLive } from "./passkeys/Cleanup.ts"
 import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
@@ -97,7 +100,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsLive,
     DomainsLive,
     PasskeysLive,
-    WebhooksLive
+    WebhooksLive,
+    PrincipalsLive.pipe(Layer.provide(GrantsLive))
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -113,7 +117,10 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsHttp,
     DomainsHttp,
     PasskeysHttp,
-    WebhooksHttp
+    WebhooksHttp,
+    PrincipalSessionsHttp,
+    PrincipalHttp,
+    PermissionsPageHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -121,7 +128,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker, ChallengeCleanupLive)
   const Docs = HttpApiScalar.layer({ path: "/docs" }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),

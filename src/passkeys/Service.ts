@@ -11,6 +11,10 @@
  *   with a compare-and-set, so two assertions carrying the same counter cannot both succeed).
  * - A verified assertion approves the request through the authorization service (fidoVerified),
  *   which creates the grant and its authorization code.
+ * - Management (decisions §17): random user handles, discoverable credentials, provider names,
+ *   backup flags, rename, soft delete, at most 20 per principal, the Signal API data and the
+ *   attestation policy (./Credentials.ts, ./Attestation.ts). A counter that goes backwards is a
+ *   cloned authenticator: 403 and an entry on the audit chain.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import {
@@ -21,31 +25,32 @@ import {
   verifyAuthenticationResponse,
   verifyRegistrationResponse
 } from "@simplewebauthn/server"
+import { decodeAttestationObject } from "@simplewebauthn/server/helpers"
+import { MetadataService } from "@simplewebauthn/server"
 import { Context, Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
 import { Config } from "../Config.ts"
+import { AuditChain } from "../platform/AuditChain.ts"
 import { BadRequest, Conflict, err, Forbidden, Gone, NotFound, Unprocessable } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
+import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { providerName } from "./Aaguids.ts"
+import { type AttestationPolicy, configureTrustAnchors, makePolicyStore, policyRefusal } from "./Attestation.ts"
 import { Approval, ApprovalLive, type PendingRequest } from "./Approval.ts"
+import {
+  authenticatorType,
+  CREDENTIAL_COLUMNS,
+  type CredentialRow,
+  type CredentialView,
+  credentialView,
+  makeCredentialStore,
+  MAX_CREDENTIALS_PER_PRINCIPAL
+} from "./Credentials.ts"
+
+export { credentialView } from "./Credentials.ts"
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000
-
-interface CredentialRow {
-  readonly id: string
-  readonly developerId: string
-  readonly principalId: string
-  readonly credentialId: string
-  readonly publicKey: string
-  readonly counter: string
-  readonly transports: ReadonlyArray<string>
-  readonly deviceType: string
-  readonly backedUp: boolean
-  readonly authenticatorAttachment: string | null
-  readonly deviceName: string | null
-  readonly createdAt: Date
-  readonly lastUsedAt: Date | null
-}
 
 interface ChallengeRow {
   readonly id: string
@@ -56,22 +61,6 @@ interface ChallengeRow {
   readonly authRequestId: string | null
 }
 
-const authenticatorType = (attachment: string | null | undefined, deviceType: string) => attachment ?? deviceType
-
-export const credentialView = (c: CredentialRow) => ({
-  id: c.id,
-  credentialId: c.credentialId,
-  principalId: c.principalId,
-  deviceName: c.deviceName,
-  authenticatorType: authenticatorType(c.authenticatorAttachment, c.deviceType),
-  deviceType: c.deviceType,
-  backedUp: c.backedUp,
-  transports: [...c.transports],
-  createdAt: c.createdAt.toISOString(),
-  lastUsedAt: c.lastUsedAt?.toISOString() ?? null
-})
-
-type CredentialView = ReturnType<typeof credentialView>
 type Options = { challengeId: string; publicKey: Record<string, unknown> }
 
 export interface AssertionOutcome {
@@ -89,13 +78,27 @@ export interface AssertionOutcome {
 }
 
 export interface PasskeysService {
-  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options>
+  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, Conflict>
   readonly verifyRegistration: (
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown; readonly deviceName?: string | undefined }
-  ) => Effect.Effect<CredentialView, BadRequest | Conflict>
-  readonly listCredentials: (developerId: string, principalId: string) => Effect.Effect<{ credentials: Array<CredentialView> }>
+  ) => Effect.Effect<CredentialView, BadRequest | Conflict | Forbidden>
+  readonly listCredentials: (
+    developerId: string,
+    principalId: string,
+    page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
+  ) => Effect.Effect<{ credentials: Array<CredentialView>; nextCursor: string | null }>
+  readonly getCredential: (developerId: string, id: string) => Effect.Effect<CredentialView, NotFound>
+  readonly renameCredential: (developerId: string, id: string, deviceName: string) => Effect.Effect<CredentialView, NotFound>
+  /** soft delete (kept 30 days, then purged), with fido.credential.deleted */
   readonly deleteCredential: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** what the WebAuthn Signal API needs; undefined without a user handle unless `create` */
+  readonly signal: (developerId: string, principalId: string, options: { readonly create: boolean }) => Effect.Effect<SignalInfo | undefined>
+  readonly getPolicy: (developerId: string) => Effect.Effect<AttestationPolicy>
+  readonly putPolicy: (
+    developerId: string,
+    input: { readonly attestation?: "none" | "direct" | undefined; readonly allowedAaguids?: ReadonlyArray<string> | null | undefined; readonly requireBackupEligible?: boolean | undefined }
+  ) => Effect.Effect<AttestationPolicy, BadRequest | Unprocessable>
   /** assertion options for one pending authorization request of the developer */
   readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
   /** verifies the assertion and approves the request it is bound to */
@@ -113,10 +116,15 @@ export interface PasskeysService {
   ) => Effect.Effect<AssertionOutcome, AssertionError>
 }
 
-export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
+export interface SignalInfo {
+  readonly rpId: string
+  readonly userId: string
+  readonly allAcceptedCredentialIds: ReadonlyArray<string>
+  readonly name: string
+  readonly displayName: string
+}
 
-const CREDENTIAL_COLUMNS = `id, developer_id, principal_id, credential_id, public_key, counter::text AS counter, transports,
-  device_type, backed_up, authenticator_attachment, device_name, created_at, last_used_at`
+export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
 
 const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
 
@@ -129,10 +137,6 @@ const invalidChallenge = () =>
   err.badRequest("INVALID_CHALLENGE", "The challenge is unknown, expired or already used; request new options")
 const verificationFailed = (reason: string) => err.badRequest("VERIFICATION_FAILED", `Passkey verification failed: ${reason}`)
 
-/** a stable, opaque WebAuthn user handle per developer and principal (never the raw principal id) */
-const userHandle = (developerId: string, principalId: string) =>
-  new Uint8Array(createHash("sha256").update(`${developerId}\u0000${principalId}`).digest())
-
 const toBase64Url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
 
 export const PasskeysServiceLive = Layer.effect(
@@ -141,14 +145,16 @@ export const PasskeysServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const approval = yield* Approval
+    const events = yield* Events
+    const chain = yield* AuditChain
     const { rpId, origin, rpName } = config.webauthn
-
-    const credentialsOf = (developerId: string, principalId: string) =>
-      sql.unsafe<CredentialRow>(
-        `SELECT ${CREDENTIAL_COLUMNS} FROM webauthn_credentials WHERE developer_id = $1 AND principal_id = $2
-         ORDER BY created_at DESC, id DESC`,
-        [developerId, principalId]
-      ).pipe(Effect.orDie)
+    const store = makeCredentialStore(sql)
+    const policies = makePolicyStore(sql, config.webauthnTrust)
+    yield* configureTrustAnchors(config.webauthnTrust)
+    const credentialsOf = store.activeOf
+    const tooMany = () =>
+      err.conflict("TOO_MANY_CREDENTIALS", `A principal may hold at most ${MAX_CREDENTIALS_PER_PRINCIPAL} passkeys; delete one first`)
+    const notFound = () => err.notFound("NOT_FOUND", "Passkey not found")
 
     const storeChallenge = (row: Omit<ChallengeRow, "id"> & { readonly userId?: string }) =>
       Effect.gen(function*() {
@@ -157,9 +163,6 @@ export const PasskeysServiceLive = Layer.effect(
         yield* sql`INSERT INTO webauthn_challenges (id, developer_id, kind, challenge, principal_id, auth_request_id, user_id, expires_at, created_at)
                    VALUES (${id}, ${row.developerId}, ${row.kind}, ${row.challenge}, ${row.principalId}, ${row.authRequestId},
                            ${row.userId ?? null}, ${new Date(ms + CHALLENGE_TTL_MS)}, ${new Date(ms)})`
-        // expired challenges are of no use: drop a few at a time so the table stays small
-        yield* sql`DELETE FROM webauthn_challenges WHERE id IN (
-                     SELECT id FROM webauthn_challenges WHERE expires_at < ${new Date(ms - CHALLENGE_TTL_MS)} LIMIT 100)`
         return id
       }).pipe(Effect.orDie)
 
@@ -178,17 +181,21 @@ export const PasskeysServiceLive = Layer.effect(
     const registrationOptions: PasskeysService["registrationOptions"] = (developerId, principalId) =>
       Effect.gen(function*() {
         const existing = yield* credentialsOf(developerId, principalId)
+        if (existing.length >= MAX_CREDENTIALS_PER_PRINCIPAL) return yield* Effect.fail(tooMany())
+        const policy = yield* policies.get(developerId)
+        const handle = yield* store.userHandle(developerId, principalId, { create: true, at: new Date(yield* nowMillis) })
         const publicKey = yield* Effect.promise(() =>
           generateRegistrationOptions({
             rpName,
             rpID: rpId,
             userName: principalId,
-            userID: userHandle(developerId, principalId),
+            userID: new Uint8Array(Buffer.from(handle!, "base64url")),
             userDisplayName: principalId,
             timeout: CHALLENGE_TTL_MS,
-            attestationType: "none",
+            attestationType: policy.attestation,
             excludeCredentials: existing.map((c) => ({ id: c.credentialId, transports: [...c.transports] })),
-            authenticatorSelection: { residentKey: "preferred", userVerification: "required" }
+            // discoverable credentials: username-less sign-in and the Signal API work on them
+            authenticatorSelection: { residentKey: "required", userVerification: "required" }
           })
         )
         const challengeId = yield* storeChallenge({
@@ -220,33 +227,78 @@ export const PasskeysServiceLive = Layer.effect(
         })
         if (!result.verified) return yield* Effect.fail(verificationFailed("the attestation did not verify"))
         const info = result.registrationInfo
+        const backupEligible = info.credentialDeviceType === "multiDevice"
+        const refusal = policyRefusal(yield* policies.get(developerId), {
+          fmt: info.fmt,
+          aaguid: info.aaguid,
+          backupEligible,
+          chained: yield* attestedByAnchor(info.attestationObject, info.aaguid)
+        })
+        if (refusal !== undefined) return yield* Effect.fail(err.forbidden("AUTHENTICATOR_NOT_ALLOWED", `Passkey refused: ${refusal}`))
         const ms = yield* nowMillis
-        const rows = yield* sql.unsafe<CredentialRow>(
-          `INSERT INTO webauthn_credentials (id, developer_id, principal_id, credential_id, public_key, counter, transports,
-             device_type, backed_up, authenticator_attachment, aaguid, device_name, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-           RETURNING ${CREDENTIAL_COLUMNS}`,
-          [
-            newId("pkc", ms), developerId, challenge.principalId, info.credential.id, toBase64Url(info.credential.publicKey),
-            info.credential.counter, [...(info.credential.transports ?? response.response.transports ?? [])] as any,
-            info.credentialDeviceType, info.credentialBackedUp, response.authenticatorAttachment ?? null, info.aaguid,
-            input.deviceName ?? null, new Date(ms)
-          ]
-        ).pipe(
-          Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "This passkey is already registered"))),
-          Effect.catchTag("SqlError", Effect.die)
+        const credential = yield* sql.withTransaction(Effect.gen(function*() {
+          // the principal's handle row is the lock under which the cap is counted
+          yield* store.userHandle(developerId, challenge.principalId, { create: true, lock: true, at: new Date(ms) })
+          if ((yield* store.countActive(developerId, challenge.principalId)) >= MAX_CREDENTIALS_PER_PRINCIPAL) {
+            return yield* Effect.fail(tooMany())
+          }
+          const rows = yield* sql.unsafe<CredentialRow>(
+            `INSERT INTO webauthn_credentials (id, developer_id, principal_id, credential_id, public_key, counter, transports,
+               device_type, backed_up, backup_eligible, authenticator_attachment, aaguid, provider_name, attestation_format,
+               device_name, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             RETURNING ${CREDENTIAL_COLUMNS}`,
+            [
+              newId("pkc", ms), developerId, challenge.principalId, info.credential.id, toBase64Url(info.credential.publicKey),
+              info.credential.counter, [...(info.credential.transports ?? response.response.transports ?? [])] as any,
+              info.credentialDeviceType, info.credentialBackedUp, backupEligible, response.authenticatorAttachment ?? null,
+              info.aaguid, providerName(info.aaguid), info.fmt, input.deviceName ?? null, new Date(ms)
+            ]
+          )
+          yield* events.emit(developerId, "fido.registered", { id: rows[0]!.id })
+          return rows[0]!
+        })).pipe(
+          Effect.catchTag("SqlError", (e) =>
+            isUniqueViolation(e) ? Effect.fail(err.conflict("CONFLICT", "This passkey is already registered")) : Effect.die(e))
         )
-        return credentialView(rows[0]!)
+        return credentialView(credential)
       })
 
-    const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId) =>
-      Effect.map(credentialsOf(developerId, principalId), (rows) => ({ credentials: rows.map(credentialView) }))
+    /** the registration carried a certificate chain checked against a local anchor */
+    const attestedByAnchor = (attestationObject: Uint8Array, aaguid: string) =>
+      Effect.promise(async () => {
+        const x5c = decodeAttestationObject(new Uint8Array(attestationObject)).get("attStmt").get("x5c")
+        if (!Array.isArray(x5c) || x5c.length === 0) return false
+        if (config.webauthnTrust.roots.length > 0) return true
+        return config.webauthnTrust.statements.length > 0 && (await MetadataService.getStatement(aaguid)) !== undefined
+      })
+
+    const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId, page) => store.page(developerId, principalId, page)
+
+    const getCredential: PasskeysService["getCredential"] = (developerId, id) =>
+      Effect.flatMap(store.get(developerId, id), (row) => row === undefined ? Effect.fail(notFound()) : Effect.succeed(credentialView(row)))
+
+    const renameCredential: PasskeysService["renameCredential"] = (developerId, id, deviceName) =>
+      Effect.flatMap(store.rename(developerId, id, deviceName), (row) => row === undefined ? Effect.fail(notFound()) : Effect.succeed(credentialView(row)))
+
+    const signal: PasskeysService["signal"] = (developerId, principalId, options) =>
+      Effect.gen(function*() {
+        const userId = yield* store.userHandle(developerId, principalId, { create: options.create, at: new Date(yield* nowMillis) })
+        if (userId === undefined) return undefined
+        const active = yield* credentialsOf(developerId, principalId)
+        return { rpId, userId, allAcceptedCredentialIds: active.map((c) => c.credentialId), name: principalId, displayName: principalId }
+      })
+
+    const getPolicy: PasskeysService["getPolicy"] = (developerId) => policies.get(developerId)
+    const putPolicy: PasskeysService["putPolicy"] = (developerId, input) =>
+      Effect.flatMap(nowMillis, (ms) => policies.put(developerId, input, new Date(ms)))
 
     const deleteCredential: PasskeysService["deleteCredential"] = (developerId, id) =>
-      sql`DELETE FROM webauthn_credentials WHERE id = ${id} AND developer_id = ${developerId} RETURNING id`.pipe(
-        Effect.orDie,
-        Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(err.notFound("NOT_FOUND", "Passkey not found")) : Effect.void)
-      )
+      sql.withTransaction(Effect.gen(function*() {
+        const deleted = yield* store.softDelete(developerId, id, new Date(yield* nowMillis))
+        if (!deleted) return yield* Effect.fail(notFound())
+        yield* events.emit(developerId, "fido.credential.deleted", { id })
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
 
     /** the request when it is pending, unexpired and the developer's */
     const pendingRequest = (authRequestId: string, developerId?: string) =>
@@ -282,6 +334,13 @@ export const PasskeysServiceLive = Layer.effect(
         return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
       })
 
+    /** an active credential of any developer carries this id (then it is not "unknown" to the authenticator) */
+    const registeredAnywhere = (credentialId: string) =>
+      sql`SELECT 1 FROM webauthn_credentials WHERE credential_id = ${credentialId} AND deleted_at IS NULL LIMIT 1`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.orDie
+      )
+
     const noPendingRequest = () => err.notFound("NOT_FOUND", "No pending authorization request with this id")
 
     const assertionOptions: PasskeysService["assertionOptions"] = (developerId, authRequestId) =>
@@ -306,14 +365,14 @@ export const PasskeysServiceLive = Layer.effect(
           return yield* Effect.fail(invalidChallenge())
         }
         const response = input.response as AuthenticationResponseJSON
-        const credentials = yield* sql.unsafe<CredentialRow>(
-          `SELECT ${CREDENTIAL_COLUMNS} FROM webauthn_credentials WHERE developer_id = $1 AND credential_id = $2`,
-          [developerId, response.id]
-        ).pipe(Effect.orDie)
-        const credential = credentials[0]
+        const credential = yield* store.byCredentialId(developerId, response.id)
         const request = yield* pendingRequest(challenge.authRequestId, developerId)
         if (request === undefined) {
           return yield* Effect.fail(err.gone("REQUEST_NOT_PENDING", "The authorization request is no longer pending"))
+        }
+        if (credential === undefined && !(yield* registeredAnywhere(response.id))) {
+          // deleted or never registered: the page may tell the authenticator (signalUnknownCredential)
+          return yield* Effect.fail(err.forbidden("UNKNOWN_CREDENTIAL", "This passkey is not registered (or was deleted)"))
         }
         if (credential === undefined || credential.principalId !== request.principalId || credential.principalId !== challenge.principalId) {
           return yield* Effect.fail(err.forbidden("CREDENTIAL_NOT_ALLOWED", "This passkey is not registered to the request's principal"))
@@ -329,7 +388,8 @@ export const PasskeysServiceLive = Layer.effect(
               credential: {
                 id: credential.credentialId,
                 publicKey: new Uint8Array(Buffer.from(credential.publicKey, "base64url")),
-                counter: storedCounter,
+                // the counter is compared below, once the signature is known to be genuine
+                counter: 0,
                 transports: [...credential.transports] as any
               },
               requireUserVerification: true
@@ -340,16 +400,28 @@ export const PasskeysServiceLive = Layer.effect(
         if (!result.verified) return yield* Effect.fail(verificationFailed("the signature does not verify"))
         if (!info.userVerified) return yield* Effect.fail(verificationFailed("user verification is required"))
         const ms = yield* nowMillis
+        if ((info.newCounter > 0 || storedCounter > 0) && info.newCounter <= storedCounter) {
+          // a genuine signature with a counter that did not grow: a cloned authenticator
+          yield* chain.append({
+            developerId,
+            action: "service.passkey.counter_regression",
+            principalId: credential.principalId,
+            metadata: { passkeyId: credential.id, storedCounter, presentedCounter: info.newCounter, authRequestId: challenge.authRequestId }
+          })
+          return yield* Effect.fail(err.forbidden("VERIFICATION_FAILED", "Passkey verification failed: the signature counter went backwards (a cloned authenticator?)"))
+        }
         const assertedAt = new Date(ms)
         const approved = yield* sql.withTransaction(Effect.gen(function*() {
           // compare-and-set: a concurrent assertion that already advanced the counter wins
           const advanced = yield* sql`
-            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}
-            WHERE id = ${credential.id} AND counter = ${storedCounter} RETURNING id`
+            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}, use_count = use_count + 1
+            WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          return yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true }).pipe(
+          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true }).pipe(
             Effect.catchAll((e) => isAssertionError(e) ? Effect.fail(e) : Effect.die(e))
           )
+          yield* events.emit(developerId, "fido.assertion", { id: credential.id, authRequestId: challenge.authRequestId, grantId: approved.grantId })
+          return approved
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return {
           verified: true as const,
@@ -376,7 +448,12 @@ export const PasskeysServiceLive = Layer.effect(
       registrationOptions,
       verifyRegistration,
       listCredentials,
+      getCredential,
+      renameCredential,
       deleteCredential,
+      signal,
+      getPolicy,
+      putPolicy,
       assertionOptions,
       verifyAssertion,
       assertionOptionsForRequest,

@@ -22,7 +22,12 @@ export const EVENT_TYPES = [
   "consent_bundle.revoked",
   "vault.credential.exchanged",
   "budget.threshold",
-  "budget.exhausted"
+  "budget.exhausted",
+  // principal sessions and passkey management (decisions §12, §17)
+  "principal.grant_revoked",
+  "fido.registered",
+  "fido.assertion",
+  "fido.credential.deleted"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -24,7 +24,7 @@ const STYLE = `
   .child { border-left: 3px solid var(--line); margin: .75rem 0 0; padding: .25rem 0 .25rem .75rem; }
   ul { padding: 0; list-style: none; margin: .5rem 0; }
   li { padding: .15rem 0; }
-  li code { color: var(--muted); font-size: .8rem; margin-left: .35rem; word-break: break-all; }
+  li code { color: var(--muted); font-size: .8rem; margin-left: .35rem; overflow-wrap: anywhere; }
   .meta { font-size: .9rem; margin: .25rem 0; }
   .notice { padding: .75rem 1rem; border-radius: 8px; border: 1px solid var(--line); background: var(--card); }
   .actions { display: flex; gap: .75rem; margin-top: .75rem; flex-wrap: wrap; }

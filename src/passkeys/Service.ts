@@ -414,7 +414,8 @@ export const PasskeysServiceLive = Layer.effect(
         const approved = yield* sql.withTransaction(Effect.gen(function*() {
           // compare-and-set: a concurrent assertion that already advanced the counter wins
           const advanced = yield* sql`
-            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}, use_count = use_count + 1
+            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}, use_count = use_count + 1,
+              backed_up = ${info.credentialBackedUp}
             WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
           const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true }).pipe(

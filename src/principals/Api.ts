@@ -35,6 +35,10 @@ const Page = Schema.Struct({ limit: Schema.optional(Schema.String), cursor: Sche
 const Field = Schema.String.pipe(Schema.maxLength(200))
 const SessionForm = Schema.Struct({ session: Field }).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
 const GrantForm = Schema.Struct({ session: Field, grantId: Field }).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
+const PasskeyForm = Schema.Struct({ session: Field, passkeyId: Field }).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
+const RenameForm = Schema.Struct({ session: Field, passkeyId: Field, deviceName: Schema.String.pipe(Schema.maxLength(100)) }).pipe(
+  HttpApiSchema.withEncoding({ kind: "UrlParams" })
+)
 
 export const PrincipalGrant = Schema.Struct({
   grantId: Schema.String,
@@ -132,6 +136,13 @@ export class PermissionsPageApi extends HttpApiGroup.make("permissionsPage")
     HttpApiEndpoint.post("revokeConfirm", "/permissions/revoke/confirm")
       .setPayload(GrantForm)
       .addSuccess(Html)
+      .annotate(RatePolicy, { routeLimit: 30 })
+  )
+  // the person's own passkeys: rename, and remove with a confirmation
+  .add(HttpApiEndpoint.post("renamePasskey", "/permissions/passkeys/rename").setPayload(RenameForm).addSuccess(Html).annotate(RatePolicy, { routeLimit: 30 }))
+  .add(HttpApiEndpoint.post("removeAsk", "/permissions/passkeys/remove").setPayload(PasskeyForm).addSuccess(Html).annotate(RatePolicy, { routeLimit: 30 }))
+  .add(
+    HttpApiEndpoint.post("removeConfirm", "/permissions/passkeys/remove/confirm").setPayload(PasskeyForm).addSuccess(Html)
       .annotate(RatePolicy, { routeLimit: 30 })
   )
 {}

@@ -6,7 +6,7 @@ import { CurrentDeveloper } from "../platform/Auth.ts"
 import { err } from "../platform/Errors.ts"
 import { pageParams } from "../platform/Pagination.ts"
 import { CurrentPrincipal, PrincipalAuthentication } from "./Api.ts"
-import { bootPage, confirmPage, messagePage, type Page, PERMISSIONS_SCRIPT, permissionsPage } from "./Page.ts"
+import { bootPage, confirmPage, messagePage, type Page, PERMISSIONS_SCRIPT, permissionsPage, removePasskeyPage } from "./Page.ts"
 import { type PrincipalSession, Principals } from "./Service.ts"
 
 /** the session token, and nothing else, authenticates the principal routes */
@@ -108,7 +108,38 @@ export const PermissionsPageHttp = HttpApiBuilder.group(Api, "permissionsPage", 
         return { grant, delegated }
       })
 
+    /** the session principal's own passkey, or undefined (another's is answered like an unknown one) */
+    const ownPasskey = (session: PrincipalSession, id: string) =>
+      passkeys.getCredential(session.developerId, id).pipe(
+        Effect.map((c) => c.principalId === session.principalId ? c : undefined),
+        Effect.catchTag("NotFound", () => Effect.succeed(undefined))
+      )
+    const passkeyGone = "That passkey was already removed."
+
     return handlers
+      .handle("renamePasskey", ({ payload }) =>
+        withSession(payload.session, (session) =>
+          Effect.gen(function*() {
+            const own = yield* ownPasskey(session, payload.passkeyId)
+            const name = payload.deviceName.trim()
+            if (own === undefined) return yield* listPage(payload.session, session, passkeyGone)
+            if (name === "") return yield* listPage(payload.session, session, "A passkey needs a name.")
+            yield* passkeys.renameCredential(session.developerId, own.id, name).pipe(Effect.catchTag("NotFound", () => Effect.void))
+            return yield* listPage(payload.session, session, `Passkey renamed to ${name}.`)
+          })))
+      .handle("removeAsk", ({ payload }) =>
+        withSession(payload.session, (session) =>
+          Effect.flatMap(ownPasskey(session, payload.passkeyId), (own) =>
+            own === undefined ? listPage(payload.session, session, passkeyGone) : Effect.succeed(html(removePasskeyPage(payload.session, own))))))
+      .handle("removeConfirm", ({ payload }) =>
+        withSession(payload.session, (session) =>
+          Effect.gen(function*() {
+            const own = yield* ownPasskey(session, payload.passkeyId)
+            if (own === undefined) return yield* listPage(payload.session, session, passkeyGone)
+            yield* passkeys.deleteCredential(session.developerId, own.id).pipe(Effect.catchTag("NotFound", () => Effect.void))
+            const label = own.deviceName ?? own.providerName
+            return yield* listPage(payload.session, session, label ? `Passkey ${label} removed.` : "Passkey removed.")
+          })))
       .handle("page", () => Effect.succeed(html(bootPage())))
       .handle("script", () =>
         Effect.succeed(HttpServerResponse.text(PERMISSIONS_SCRIPT, {

@@ -27,6 +27,8 @@ const STYLE = `
   li code { color: var(--muted); font-size: .8rem; margin-left: .35rem; overflow-wrap: anywhere; }
   .meta { font-size: .9rem; margin: .25rem 0; }
   .notice { padding: .75rem 1rem; border-radius: 8px; border: 1px solid var(--line); background: var(--card); }
+  form.rename { display: flex; gap: .5rem; flex-wrap: wrap; margin: .5rem 0 0; }
+  form.rename input { font: inherit; flex: 1 1 10rem; min-height: 44px; padding: .4rem .6rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); }
   .actions { display: flex; gap: .75rem; margin-top: .75rem; flex-wrap: wrap; }
   button { font: inherit; min-height: 44px; padding: .5rem 1.1rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
   button.danger { border-color: var(--danger); color: var(--danger); }
@@ -124,6 +126,21 @@ export interface SignalData {
   readonly displayName: string
 }
 
+const passkeyName = (p: PasskeySummary) => p.deviceName ?? p.providerName ?? "Passkey"
+
+/** "Remove this passkey?": the second step of a removal */
+export const removePasskeyPage = (session: string, passkey: PasskeySummary): Page =>
+  shell(
+    "Remove this passkey?",
+    `<h1>Remove <span id="passkey-name">${escape(passkeyName(passkey))}</span>?</h1>
+<p>You will no longer be able to approve requests with it. Your password manager is told to forget it.</p>
+<div class="actions">
+<form method="post" action="/permissions/passkeys/remove/confirm">${hidden("session", session)}${hidden("passkeyId", passkey.id)}<button class="primary-danger" type="submit" id="confirm">Remove passkey</button></form>
+<form method="post" action="/permissions/view">${hidden("session", session)}<button type="submit" id="cancel">Cancel</button></form>
+</div>`,
+    false
+  )
+
 const scopeList = (g: PrincipalGrant) =>
   `<ul class="scopes">${g.scopes.map((s) => `<li>${escape(g.scopeDescriptions[s] ?? s)}<code>${escape(s)}</code></li>`).join("")}</ul>`
 
@@ -168,8 +185,11 @@ ${kids.length > 0 ? `<p class="meta">It has passed some of this access on to:</p
     ? ""
     : `<h2 id="passkeys-title">Your passkeys</h2>
 <ul id="passkeys">${input.passkeys.map((p) =>
-      `<li class="card passkey" data-passkey="${escape(p.id)}"><strong>${escape(p.deviceName ?? p.providerName ?? "Passkey")}</strong>
-<p class="meta">${escape(p.providerName ?? "Unknown provider")}${p.backedUp ? ", synced" : ""}; added ${escape(when(p.createdAt))}${p.lastUsedAt ? `; last used ${escape(when(p.lastUsedAt))}` : ""}</p></li>`).join("")}</ul>`
+      `<li class="card passkey" data-passkey="${escape(p.id)}"><strong>${escape(passkeyName(p))}</strong>
+<p class="meta">${escape(p.providerName ?? "Unknown provider")}${p.backedUp ? ", synced" : ""}; added ${escape(when(p.createdAt))}${p.lastUsedAt ? `; last used ${escape(when(p.lastUsedAt))}` : ""}</p>
+<form class="rename" method="post" action="/permissions/passkeys/rename">${hidden("session", input.session)}${hidden("passkeyId", p.id)}
+<input name="deviceName" aria-label="Name" maxlength="100" required value="${escape(p.deviceName ?? "")}"><button type="submit">Rename</button></form>
+<div class="actions"><form method="post" action="/permissions/passkeys/remove">${hidden("session", input.session)}${hidden("passkeyId", p.id)}<button class="danger" type="submit">Remove</button></form></div></li>`).join("")}</ul>`
   const signal = input.signal === undefined
     ? ""
     : `<div id="signal" hidden data-rp-id="${escape(input.signal.rpId)}" data-user-id="${escape(input.signal.userId)}" data-credential-ids="${escape(JSON.stringify(input.signal.allAcceptedCredentialIds))}" data-name="${escape(input.signal.name)}" data-display-name="${escape(input.signal.displayName)}"></div>`

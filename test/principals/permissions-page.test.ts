@@ -293,4 +293,53 @@ describe("the permissions page in Chromium", () => {
       await tab.context.close()
     }
   }, 120_000)
+  test("the person renames and removes a passkey; the page tells the password manager (signalAllAcceptedCredentials) and Chromium drops it", async () => {
+    const laptop = await openTab()
+    const phone = await openTab()
+    try {
+      const a = await passkeyGrant(laptop.page, "person-6", butler, ["email:read"])
+      const b = await passkeyGrant(phone.page, "person-6", planner, ["calendar:write"])
+      const { dashboardUrl } = await dashboard("person-6")
+      await laptop.page.goto(dashboardUrl)
+      await laptop.page.waitForSelector(".passkey")
+      expect(await laptop.page.locator(".passkey strong").allTextContents()).toEqual(["Work laptop", "Work laptop"])
+
+      const card = (id: string) => laptop.page.locator(`[data-passkey="${id}"]`)
+      await card(b.credential.id).locator('input[name="deviceName"]').fill("Pixel phone")
+      await Promise.all([laptop.page.waitForURL(`${origin}/permissions/passkeys/rename`), card(b.credential.id).locator('button:text("Rename")').click()])
+      expect(await laptop.page.locator("#notice").textContent()).toBe("Passkey renamed to Pixel phone.")
+      expect((await app.request("GET", `/v1/webauthn/credentials/${b.credential.id}`, { apiKey: dev.apiKey })).body.deviceName).toBe("Pixel phone")
+
+      await Promise.all([laptop.page.waitForURL(`${origin}/permissions/passkeys/remove`), card(a.credential.id).locator('button:text("Remove")').click()])
+      expect(await laptop.page.locator("#passkey-name").textContent()).toBe("Work laptop")
+      await Promise.all([laptop.page.waitForURL(`${origin}/permissions/passkeys/remove/confirm`), laptop.page.click("#confirm")])
+      expect(await laptop.page.locator("#notice").textContent()).toBe("Passkey Work laptop removed.")
+      expect(await laptop.page.locator(".passkey strong").allTextContents()).toEqual(["Pixel phone"])
+      expect((await app.request("GET", `/v1/webauthn/credentials/${a.credential.id}`, { apiKey: dev.apiKey })).status).toBe(404)
+      const signals = await laptop.page.evaluate(() => (window as any).__signals)
+      expect(signals.find((x: any) => x.name === "signalAllAcceptedCredentials").arg.allAcceptedCredentialIds).toEqual([b.credential.credentialId])
+      // the laptop's authenticator forgets the removed passkey
+      let left = 1
+      for (let i = 0; i < 20 && left > 0; i++) {
+        left = (await laptop.cdp.send("WebAuthn.getCredentials", { authenticatorId: laptop.authenticatorId })).credentials.length
+        if (left > 0) await laptop.page.waitForTimeout(50)
+      }
+      expect(left).toBe(0)
+      // another principal's passkey cannot be touched from this page
+      const stranger = await passkeyGrant(phone.page, "person-7", planner, ["calendar:write"])
+      const { sessionToken } = await dashboard("person-6")
+      const forged = await fetch(`${origin}/permissions/passkeys/remove/confirm`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ session: sessionToken, passkeyId: stranger.credential.id })
+      })
+      expect(await forged.text()).toContain("That passkey was already removed.")
+      expect((await app.request("GET", `/v1/webauthn/credentials/${stranger.credential.id}`, { apiKey: dev.apiKey })).status).toBe(200)
+      await laptop.page.screenshot({ path: `${SHOTS}/permissions-passkeys.png`, fullPage: true })
+      expect(laptop.consoleErrors).toEqual([])
+    } finally {
+      await laptop.context.close()
+      await phone.context.close()
+    }
+  }, 120_000)
 })

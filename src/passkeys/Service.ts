@@ -16,52 +16,26 @@
  *   attestation policy (./Credentials.ts, ./Attestation.ts). A counter that goes backwards is a
  *   cloned authenticator: 403 and an entry on the audit chain.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse
-} from "@simplewebauthn/server"
-import { decodeAttestationObject } from "@simplewebauthn/server/helpers"
-import { MetadataService } from "@simplewebauthn/server"
+import { SqlClient } from "@effect/sql"
+import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyAuthenticationResponse } from "@simplewebauthn/server"
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { BadRequest, Conflict, err, Forbidden, Gone, NotFound, Unprocessable } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
-import { newId } from "../platform/Ids.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { providerName } from "./Aaguids.ts"
-import { type AttestationPolicy, configureTrustAnchors, makePolicyStore, policyRefusal } from "./Attestation.ts"
+import { type AttestationPolicy, configureTrustAnchors, makePolicyStore } from "./Attestation.ts"
 import { Approval, ApprovalLive, type PendingRequest } from "./Approval.ts"
-import {
-  authenticatorType,
-  CREDENTIAL_COLUMNS,
-  type CredentialRow,
-  type CredentialView,
-  credentialView,
-  makeCredentialStore,
-  MAX_CREDENTIALS_PER_PRINCIPAL
-} from "./Credentials.ts"
+import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges, verificationFailed } from "./Challenges.ts"
+import { authenticatorType, type CredentialView, credentialView, makeCredentialStore } from "./Credentials.ts"
+import { makeRegistration } from "./Registration.ts"
 
 export { credentialView } from "./Credentials.ts"
 
-export const CHALLENGE_TTL_MS = 5 * 60 * 1000
-
-interface ChallengeRow {
-  readonly id: string
-  readonly developerId: string
-  readonly kind: "registration" | "authentication"
-  readonly challenge: string
-  readonly principalId: string
-  readonly authRequestId: string | null
-}
-
 type Options = { challengeId: string; publicKey: Record<string, unknown> }
+
+export { CHALLENGE_TTL_MS } from "./Challenges.ts"
 
 export interface AssertionOutcome {
   readonly verified: true
@@ -126,18 +100,10 @@ export interface SignalInfo {
 
 export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
 
-const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
-
 /** the errors an assertion may answer with (the approval's own included); anything else is a defect */
 export type AssertionError = BadRequest | Forbidden | NotFound | Conflict | Gone | Unprocessable
 const ASSERTION_ERRORS = [BadRequest, Forbidden, NotFound, Conflict, Gone, Unprocessable] as const
 const isAssertionError = (e: unknown): e is AssertionError => ASSERTION_ERRORS.some((C) => e instanceof C)
-
-const invalidChallenge = () =>
-  err.badRequest("INVALID_CHALLENGE", "The challenge is unknown, expired or already used; request new options")
-const verificationFailed = (reason: string) => err.badRequest("VERIFICATION_FAILED", `Passkey verification failed: ${reason}`)
-
-const toBase64Url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
 
 export const PasskeysServiceLive = Layer.effect(
   Passkeys,
@@ -147,131 +113,15 @@ export const PasskeysServiceLive = Layer.effect(
     const approval = yield* Approval
     const events = yield* Events
     const chain = yield* AuditChain
-    const { rpId, origin, rpName } = config.webauthn
+    const { rpId, origin } = config.webauthn
     const store = makeCredentialStore(sql)
     const policies = makePolicyStore(sql, config.webauthnTrust)
     yield* configureTrustAnchors(config.webauthnTrust)
     const credentialsOf = store.activeOf
-    const tooMany = () =>
-      err.conflict("TOO_MANY_CREDENTIALS", `A principal may hold at most ${MAX_CREDENTIALS_PER_PRINCIPAL} passkeys; delete one first`)
     const notFound = () => err.notFound("NOT_FOUND", "Passkey not found")
 
-    const storeChallenge = (row: Omit<ChallengeRow, "id"> & { readonly userId?: string }) =>
-      Effect.gen(function*() {
-        const ms = yield* nowMillis
-        const id = newId("wac", ms)
-        yield* sql`INSERT INTO webauthn_challenges (id, developer_id, kind, challenge, principal_id, auth_request_id, user_id, expires_at, created_at)
-                   VALUES (${id}, ${row.developerId}, ${row.kind}, ${row.challenge}, ${row.principalId}, ${row.authRequestId},
-                           ${row.userId ?? null}, ${new Date(ms + CHALLENGE_TTL_MS)}, ${new Date(ms)})`
-        return id
-      }).pipe(Effect.orDie)
-
-    /** marks the challenge used (atomically) and returns it; undefined when it cannot be used */
-    const consumeChallenge = (developerId: string, challengeId: string, kind: ChallengeRow["kind"]) =>
-      Effect.gen(function*() {
-        const at = new Date(yield* nowMillis)
-        const rows = yield* sql<ChallengeRow>`
-          UPDATE webauthn_challenges SET used_at = ${at}
-          WHERE id = ${challengeId} AND developer_id = ${developerId} AND kind = ${kind}
-            AND used_at IS NULL AND expires_at > ${at}
-          RETURNING id, developer_id, kind, challenge, principal_id, auth_request_id`
-        return rows[0]
-      }).pipe(Effect.orDie)
-
-    const registrationOptions: PasskeysService["registrationOptions"] = (developerId, principalId) =>
-      Effect.gen(function*() {
-        const existing = yield* credentialsOf(developerId, principalId)
-        if (existing.length >= MAX_CREDENTIALS_PER_PRINCIPAL) return yield* Effect.fail(tooMany())
-        const policy = yield* policies.get(developerId)
-        const handle = yield* store.userHandle(developerId, principalId, { create: true, at: new Date(yield* nowMillis) })
-        const publicKey = yield* Effect.promise(() =>
-          generateRegistrationOptions({
-            rpName,
-            rpID: rpId,
-            userName: principalId,
-            userID: new Uint8Array(Buffer.from(handle!, "base64url")),
-            userDisplayName: principalId,
-            timeout: CHALLENGE_TTL_MS,
-            attestationType: policy.attestation,
-            excludeCredentials: existing.map((c) => ({ id: c.credentialId, transports: [...c.transports] })),
-            // discoverable credentials: username-less sign-in and the Signal API work on them
-            authenticatorSelection: { residentKey: "required", userVerification: "required" }
-          })
-        )
-        const challengeId = yield* storeChallenge({
-          developerId,
-          kind: "registration",
-          challenge: publicKey.challenge,
-          principalId,
-          authRequestId: null,
-          userId: publicKey.user.id
-        })
-        return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
-      })
-
-    const verifyRegistration: PasskeysService["verifyRegistration"] = (developerId, input) =>
-      Effect.gen(function*() {
-        const challenge = yield* consumeChallenge(developerId, input.challengeId, "registration")
-        if (challenge === undefined) return yield* Effect.fail(invalidChallenge())
-        const response = input.response as RegistrationResponseJSON
-        const result = yield* Effect.tryPromise({
-          try: () =>
-            verifyRegistrationResponse({
-              response: { ...response, clientExtensionResults: response.clientExtensionResults ?? {} },
-              expectedChallenge: challenge.challenge,
-              expectedOrigin: origin,
-              expectedRPID: rpId,
-              requireUserVerification: true
-            }),
-          catch: (e) => verificationFailed(e instanceof Error ? e.message : "invalid response")
-        })
-        if (!result.verified) return yield* Effect.fail(verificationFailed("the attestation did not verify"))
-        const info = result.registrationInfo
-        const backupEligible = info.credentialDeviceType === "multiDevice"
-        const refusal = policyRefusal(yield* policies.get(developerId), {
-          fmt: info.fmt,
-          aaguid: info.aaguid,
-          backupEligible,
-          chained: yield* attestedByAnchor(info.attestationObject, info.aaguid)
-        })
-        if (refusal !== undefined) return yield* Effect.fail(err.forbidden("AUTHENTICATOR_NOT_ALLOWED", `Passkey refused: ${refusal}`))
-        const ms = yield* nowMillis
-        const credential = yield* sql.withTransaction(Effect.gen(function*() {
-          // the principal's handle row is the lock under which the cap is counted
-          yield* store.userHandle(developerId, challenge.principalId, { create: true, lock: true, at: new Date(ms) })
-          if ((yield* store.countActive(developerId, challenge.principalId)) >= MAX_CREDENTIALS_PER_PRINCIPAL) {
-            return yield* Effect.fail(tooMany())
-          }
-          const rows = yield* sql.unsafe<CredentialRow>(
-            `INSERT INTO webauthn_credentials (id, developer_id, principal_id, credential_id, public_key, counter, transports,
-               device_type, backed_up, backup_eligible, authenticator_attachment, aaguid, provider_name, attestation_format,
-               device_name, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-             RETURNING ${CREDENTIAL_COLUMNS}`,
-            [
-              newId("pkc", ms), developerId, challenge.principalId, info.credential.id, toBase64Url(info.credential.publicKey),
-              info.credential.counter, [...(info.credential.transports ?? response.response.transports ?? [])] as any,
-              info.credentialDeviceType, info.credentialBackedUp, backupEligible, response.authenticatorAttachment ?? null,
-              info.aaguid, providerName(info.aaguid), info.fmt, input.deviceName ?? null, new Date(ms)
-            ]
-          )
-          yield* events.emit(developerId, "fido.registered", { id: rows[0]!.id })
-          return rows[0]!
-        })).pipe(
-          Effect.catchTag("SqlError", (e) =>
-            isUniqueViolation(e) ? Effect.fail(err.conflict("CONFLICT", "This passkey is already registered")) : Effect.die(e))
-        )
-        return credentialView(credential)
-      })
-
-    /** the registration carried a certificate chain checked against a local anchor */
-    const attestedByAnchor = (attestationObject: Uint8Array, aaguid: string) =>
-      Effect.promise(async () => {
-        const x5c = decodeAttestationObject(new Uint8Array(attestationObject)).get("attStmt").get("x5c")
-        if (!Array.isArray(x5c) || x5c.length === 0) return false
-        if (config.webauthnTrust.roots.length > 0) return true
-        return config.webauthnTrust.statements.length > 0 && (await MetadataService.getStatement(aaguid)) !== undefined
-      })
+    const { storeChallenge, consumeChallenge } = makeChallenges(sql)
+    const { registrationOptions, verifyRegistration } = makeRegistration({ sql, config, events, store, policies, storeChallenge, consumeChallenge })
 
     const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId, page) => store.page(developerId, principalId, page)
 

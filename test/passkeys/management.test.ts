@@ -227,7 +227,7 @@ describe("signature counter", () => {
       expect(res.body.message).toContain("counter")
       expect((await app.query(`SELECT status FROM auth_requests WHERE id = $1`, [areq]))[0].status).toBe("pending")
     }
-    const alerts = await app.query(`SELECT principal_id, metadata FROM audit_log WHERE developer_id = $1 AND action = 'service.passkey.counter_regression'`, [dev.developerId])
+    const alerts = await app.query(`SELECT principal_id, metadata FROM audit_log WHERE developer_id = $1 AND action = 'service.passkey.counter_regression' ORDER BY seq`, [dev.developerId])
     expect(alerts.map((a: any) => [a.principalId, a.metadata.passkeyId, a.metadata.storedCounter, a.metadata.presentedCounter])).toEqual([
       ["jon", credential.id, 5, 3],
       ["jon", credential.id, 5, 5]

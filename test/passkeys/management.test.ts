@@ -110,6 +110,11 @@ describe("stored credentials", () => {
     const got = await call(app, "GET", `/v1/webauthn/credentials/${credential.id}`, dev.apiKey)
     expect(got.status).toBe(200)
     expect(got.body).toMatchObject({ useCount: 1, lastUsedAt: new Date(START + 60_000).toISOString() })
+    const events = await app.query(`SELECT type, data FROM events WHERE developer_id = $1 AND type IN ('fido.registered', 'fido.assertion') AND (data->>'id') = $2 ORDER BY created_at, type DESC`, [dev.developerId, credential.id])
+    expect(events).toEqual([
+      { type: "fido.registered", data: { id: credential.id } },
+      { type: "fido.assertion", data: { id: credential.id, authRequestId: expect.stringMatching(/^areq_/), grantId: expect.stringMatching(/^grnt_/) } }
+    ])
     const plain = (await enrol("cara-2")).credential
     expect(plain).toMatchObject({ providerName: null, backupEligible: false, backedUp: false, deviceType: "singleDevice" })
   })

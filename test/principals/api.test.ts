@@ -95,7 +95,8 @@ describe("the session token works on the principal routes only", () => {
       ["GET", "/v1/agents", undefined],
       ["GET", "/v1/audit/entries", undefined],
       ["GET", "/v1/webauthn/credentials?principalId=bob", undefined],
-      ["POST", "/v1/principal-sessions", { principalId: "mallory" }]
+      ["POST", "/v1/principal-sessions", { principalId: "mallory" }],
+      ["POST", "/v1/vault/credentials/exchange", { service: "github" }] // a grant-token route
     ] as const) {
       const res = await app.request(method, path, { bearer: token, ...(body ? { body } : {}) })
       expect([method, path, res.status, res.body.code]).toEqual([method, path, 401, "UNAUTHORIZED"])

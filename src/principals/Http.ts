@@ -92,21 +92,7 @@ export const PermissionsPageHttp = HttpApiBuilder.group(Api, "permissionsPage", 
         }))
       })
 
-    /** the grant and its delegated descendants among the principal's active grants */
-    const findGrant = (session: PrincipalSession, grantId: string) =>
-      Effect.map(principals.grants(session, { limit: PAGE_SIZE, cursor: undefined }), ({ grants }) => {
-        const grant = grants.find((g) => g.grantId === grantId)
-        if (grant === undefined) return undefined
-        const below = new Set([grantId])
-        const delegated = []
-        for (const g of [...grants].sort((a, b) => a.delegationDepth - b.delegationDepth)) {
-          if (g.parentGrantId !== null && below.has(g.parentGrantId)) {
-            below.add(g.grantId)
-            delegated.push(g)
-          }
-        }
-        return { grant, delegated }
-      })
+    const findGrant = principals.grantTree
 
     /** the session principal's own passkey, or undefined (another's is answered like an unknown one) */
     const ownPasskey = (session: PrincipalSession, id: string) =>

@@ -61,6 +61,11 @@ export interface PrincipalsService {
     session: PrincipalSession,
     page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
   ) => Effect.Effect<{ entries: Array<ReturnType<typeof rowToEntry>>; nextCursor: string | null }>
+  /** one of the principal's active grants and its active delegated descendants (nearest first), or undefined */
+  readonly grantTree: (
+    session: PrincipalSession,
+    grantId: string
+  ) => Effect.Effect<{ grant: PrincipalGrant; delegated: Array<PrincipalGrant> } | undefined>
   /** revokes one of the principal's grants (and its descendants); NotFound for any other grant */
   readonly revoke: (session: PrincipalSession, grantId: string) => Effect.Effect<{ readonly revoked: ReadonlyArray<string> }, NotFound>
 }
@@ -145,6 +150,38 @@ export const PrincipalsLive = Layer.effect(
           : { sessionId: row.id, developerId: row.developerId, principalId: row.principalId, expiresAt: row.expiresAt }
       })
 
+    const toView = (g: GrantRow): PrincipalGrant => ({
+      grantId: g.id,
+      agentId: g.agentId,
+      agentName: g.agentName,
+      agentDid: grants.agentDid(g.agentId),
+      scopes: [...g.scopes],
+      scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, describeScope(s)])),
+      approvalMethod: g.approvalMethod,
+      issuedAt: g.issuedAt.toISOString(),
+      expiresAt: g.expiresAt.toISOString(),
+      parentGrantId: g.parentGrantId,
+      delegationDepth: g.delegationDepth
+    })
+
+    const grantTree: PrincipalsService["grantTree"] = (session, grantId) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql.unsafe<GrantRow>(
+          `WITH RECURSIVE tree AS (
+             SELECT id FROM grants WHERE id = $1 AND developer_id = $2 AND principal_id = $3
+             UNION ALL
+             SELECT c.id FROM grants c JOIN tree t ON c.parent_grant_id = t.id
+           )
+           ${GRANT_SELECT}
+           WHERE g.id IN (SELECT id FROM tree) AND g.status = 'active' AND g.expires_at > $4 AND a.status = 'active'
+           ORDER BY g.delegation_depth, g.created_at, g.id`,
+          [grantId, session.developerId, session.principalId, new Date(ms)]
+        ).pipe(Effect.orDie)
+        const root = rows.find((g) => g.id === grantId)
+        return root === undefined ? undefined : { grant: toView(root), delegated: rows.filter((g) => g.id !== grantId).map(toView) }
+      })
+
     const listGrants: PrincipalsService["grants"] = (session, page) =>
       Effect.gen(function*() {
         const ms = yield* nowMillis
@@ -163,22 +200,7 @@ export const PrincipalsLive = Layer.effect(
           params as any
         ).pipe(Effect.orDie)
         const { page: shown, nextCursor } = toPage(rows, page.limit)
-        return {
-          grants: shown.map((g) => ({
-            grantId: g.id,
-            agentId: g.agentId,
-            agentName: g.agentName,
-            agentDid: grants.agentDid(g.agentId),
-            scopes: [...g.scopes],
-            scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, describeScope(s)])),
-            approvalMethod: g.approvalMethod,
-            issuedAt: g.issuedAt.toISOString(),
-            expiresAt: g.expiresAt.toISOString(),
-            parentGrantId: g.parentGrantId,
-            delegationDepth: g.delegationDepth
-          })),
-          nextCursor
-        }
+        return { grants: shown.map(toView), nextCursor }
       })
 
     const audit: PrincipalsService["audit"] = (session, page) =>
@@ -222,6 +244,6 @@ export const PrincipalsLive = Layer.effect(
         return { revoked }
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    return { createSession, resolve, grants: listGrants, audit, revoke }
+    return { createSession, resolve, grants: listGrants, grantTree, audit, revoke }
   })
 )

@@ -223,6 +223,8 @@ export const PrincipalsLive = Layer.effect(
 
     const revoke: PrincipalsService["revoke"] = (session, grantId) =>
       sql.withTransaction(Effect.gen(function*() {
+        // principal revocations of one grant take turns, so only the first reports it (event, audit entry)
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`principal-revoke:${grantId}`}))`
         const grant = yield* grants.find(session.developerId, grantId)
         // another principal's grant is answered like an unknown one
         if (grant === undefined || grant.principalId !== session.principalId) {

@@ -232,6 +232,17 @@ describe("DELETE /v1/principal/grants/:id", () => {
     const foreignCheck = await app.request("POST", "/v1/tokens/verify", { apiKey: other.apiKey, body: { token: foreign.grantToken } })
     expect(foreignCheck.body.valid).toBe(true)
   })
+
+  test("concurrent revocations of one grant: all 204, one principal.grant_revoked, one audit entry", async () => {
+    const grant = await consentGrant("lena")
+    const token = await session("lena")
+    const results = await Promise.all(Array.from({ length: 5 }, () => app.request("DELETE", `/v1/principal/grants/${grant.grantId}`, { bearer: token })))
+    expect(results.map((r) => r.status)).toEqual([204, 204, 204, 204, 204])
+    const events = await app.query(`SELECT count(*)::int AS n FROM events WHERE type = 'principal.grant_revoked' AND data->>'grantId' = $1`, [grant.grantId])
+    expect(events[0].n).toBe(1)
+    const entries = await app.query(`SELECT count(*)::int AS n FROM audit_log WHERE action = 'service.principal.grant_revoked' AND grant_id = $1`, [grant.grantId])
+    expect(entries[0].n).toBe(1)
+  })
 })
 
 describe("GET /v1/principal/audit", () => {

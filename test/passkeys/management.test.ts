@@ -9,6 +9,7 @@ import * as x509 from "@peculiar/x509"
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Clock } from "effect"
 import { KeyObject, webcrypto } from "node:crypto"
+import { loadConfig } from "../../src/Config.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
@@ -195,6 +196,19 @@ describe("at most 20 passkeys per principal", () => {
     expect(late.status).toBe(409)
     expect(late.body.code).toBe("TOO_MANY_CREDENTIALS")
     expect((await app.query(`SELECT count(*)::int AS n FROM webauthn_credentials WHERE principal_id = 'hal'`))[0].n).toBe(20)
+    // concurrent registrations at 19: exactly one lands
+    const last = await call(app, "GET", "/v1/webauthn/credentials?principalId=hal&limit=2", dev.apiKey)
+    for (const c of last.body.credentials) await call(app, "DELETE", `/v1/webauthn/credentials/${c.id}`, dev.apiKey)
+    const pending = []
+    for (let i = 0; i < 3; i++) pending.push((await call(app, "POST", "/v1/webauthn/register/options", dev.apiKey, { principalId: "hal" })).body)
+    await enrol("hal")
+    const raced = await Promise.all(pending.map((o) =>
+      call(app, "POST", "/v1/webauthn/register/verify", dev.apiKey, {
+        challengeId: o.challengeId,
+        response: new SoftAuthenticator({ origin: ORIGIN, rpId: RP_ID }).register(o.publicKey)
+      })))
+    expect(raced.map((r) => r.status).sort()).toEqual([201, 409, 409])
+    expect((await app.query(`SELECT count(*)::int AS n FROM webauthn_credentials WHERE principal_id = 'hal' AND deleted_at IS NULL`))[0].n).toBe(20)
     // deleting one makes room
     const list = await call(app, "GET", "/v1/webauthn/credentials?principalId=hal&limit=1", dev.apiKey)
     await call(app, "DELETE", `/v1/webauthn/credentials/${list.body.credentials[0].id}`, dev.apiKey)
@@ -318,6 +332,17 @@ describe("attestation policy", () => {
       await anchored.stop()
     }
   }, 60_000)
+})
+
+describe("trust anchor configuration", () => {
+  const base = { DATABASE_URL: "pglite://memory", REDIS_URL: "memory://", AUTO_GENERATE_KEYS: "true" }
+  test("unreadable roots or statements stop the start, naming the variable", () => {
+    expect(() => loadConfig({ ...base, WEBAUTHN_ATTESTATION_ROOTS: "-----BEGIN CERTIFICATE-----\nnot a cert\n-----END CERTIFICATE-----" })).toThrow("WEBAUTHN_ATTESTATION_ROOTS")
+    expect(() => loadConfig({ ...base, WEBAUTHN_ATTESTATION_ROOTS: "/nonexistent/roots.pem" })).toThrow("WEBAUTHN_ATTESTATION_ROOTS")
+    expect(() => loadConfig({ ...base, WEBAUTHN_MDS_STATEMENTS: "[1]" })).toThrow("WEBAUTHN_MDS_STATEMENTS")
+    expect(() => loadConfig({ ...base, WEBAUTHN_MDS_STATEMENTS: "[{" })).toThrow("WEBAUTHN_MDS_STATEMENTS")
+    expect(loadConfig({ ...base, WEBAUTHN_MDS_STATEMENTS: `[{"aaguid":"${ONE_PASSWORD}"}]` }).webauthnTrust.statements).toHaveLength(1)
+  })
 })
 
 describe("cleanup fiber (TestClock)", () => {

@@ -45,6 +45,7 @@ export const PrincipalGrant = Schema.Struct({
   agentId: Schema.String,
   agentName: Schema.String,
   agentDid: Schema.String,
+  agentStatus: Schema.Literal("active", "suspended"),
   scopes: Schema.Array(Schema.String),
   scopeDescriptions: Schema.Record({ key: Schema.String, value: Schema.String }),
   approvalMethod: Schema.Literal("consent", "sso", "passkey", "policy", "developer"),

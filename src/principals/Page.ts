@@ -152,7 +152,8 @@ const grantBody = (g: PrincipalGrant, parentName: string | undefined) =>
 <p class="did">${escape(g.agentDid)}</p>
 ${scopeList(g)}
 <p class="meta granted">Since ${escape(when(g.issuedAt))}, ${parentName === undefined ? escape(HOW[g.approvalMethod]) : `delegated by ${escape(parentName)}`}</p>
-<p class="meta expires">Until ${escape(when(g.expiresAt))}</p>`
+<p class="meta expires">Until ${escape(when(g.expiresAt))}</p>
+${g.agentStatus === "suspended" ? `<p class="meta paused">Paused by the application for now; it may resume unless you revoke it.</p>` : ""}`
 
 export const permissionsPage = (input: {
   readonly session: string

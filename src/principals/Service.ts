@@ -37,6 +37,8 @@ export interface PrincipalGrant {
   readonly agentId: string
   readonly agentName: string
   readonly agentDid: string
+  /** a suspended agent's grant still counts: the application may set the agent active again */
+  readonly agentStatus: "active" | "suspended"
   readonly scopes: ReadonlyArray<string>
   readonly scopeDescriptions: Record<string, string>
   readonly approvalMethod: ApprovalMethod
@@ -80,7 +82,7 @@ const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/
  * or without a passkey, a bundle, a delegation, a sandbox developer's automatic approval).
  */
 const GRANT_SELECT = `
-  SELECT g.id, g.agent_id, a.name AS agent_name, g.scopes, g.issued_at, g.expires_at, g.parent_grant_id,
+  SELECT g.id, g.agent_id, a.name AS agent_name, a.status AS agent_status, g.scopes, g.issued_at, g.expires_at, g.parent_grant_id,
          g.delegation_depth, g.created_at,
          COALESCE(g.approval_method,
            CASE WHEN r.fido_verified_at IS NOT NULL THEN 'passkey'
@@ -95,6 +97,7 @@ interface GrantRow {
   readonly id: string
   readonly agentId: string
   readonly agentName: string
+  readonly agentStatus: "active" | "suspended"
   readonly scopes: ReadonlyArray<string>
   readonly issuedAt: Date
   readonly expiresAt: Date
@@ -155,6 +158,7 @@ export const PrincipalsLive = Layer.effect(
       agentId: g.agentId,
       agentName: g.agentName,
       agentDid: grants.agentDid(g.agentId),
+      agentStatus: g.agentStatus,
       scopes: [...g.scopes],
       scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, describeScope(s)])),
       approvalMethod: g.approvalMethod,
@@ -174,7 +178,7 @@ export const PrincipalsLive = Layer.effect(
              SELECT c.id FROM grants c JOIN tree t ON c.parent_grant_id = t.id
            )
            ${GRANT_SELECT}
-           WHERE g.id IN (SELECT id FROM tree) AND g.status = 'active' AND g.expires_at > $4 AND a.status = 'active'
+           WHERE g.id IN (SELECT id FROM tree) AND g.status = 'active' AND g.expires_at > $4 AND a.deleted_at IS NULL
            ORDER BY g.delegation_depth, g.created_at, g.id`,
           [grantId, session.developerId, session.principalId, new Date(ms)]
         ).pipe(Effect.orDie)
@@ -195,7 +199,7 @@ export const PrincipalsLive = Layer.effect(
         const rows = yield* sql.unsafe<GrantRow>(
           `${GRANT_SELECT}
            WHERE g.developer_id = $1 AND g.principal_id = $2 AND g.status = 'active' AND g.expires_at > $3
-             AND a.status = 'active'${after}
+             AND a.deleted_at IS NULL${after}
            ORDER BY g.created_at DESC, g.id DESC LIMIT $${params.length}`,
           params as any
         ).pipe(Effect.orDie)

@@ -17,7 +17,7 @@ let agentId: string
 let subAgentId: string
 
 beforeAll(async () => {
-  app = await startTestApp({ testClock: true, startTime: START, env: { PUBLIC_BASE_URL: "https://auth.example.test" } })
+  app = await startTestApp({ testClock: true, startTime: START, env: { PUBLIC_BASE_URL: "https://auth.example.test", RATE_LIMIT_SCALE: "100" } })
   dev = await app.signup({ plan: "enterprise" })
   other = await app.signup({ plan: "enterprise" })
   agentId = await createAgent(app, dev.developerId, ["email:read", "calendar:write"], "Mail helper")
@@ -153,6 +153,7 @@ describe("GET /v1/principal/grants", () => {
       agentId,
       agentName: "Mail helper",
       agentDid: `did:service:${agentId}`,
+      agentStatus: "active",
       scopes: ["email:read", "calendar:write"],
       scopeDescriptions: { "email:read": "Read your Email data", "calendar:write": "Create and change your Calendar data" },
       approvalMethod: "consent",
@@ -182,6 +183,21 @@ describe("GET /v1/principal/grants", () => {
     await app.query(`UPDATE grants SET expires_at = $2 WHERE id = $1`, [a.grantId, new Date(now - 60_000)])
     const after = await app.request("GET", "/v1/principal/grants", { bearer: token })
     expect(after.body.grants.map((g: any) => g.grantId)).toEqual([b.grantId])
+  })
+
+  test("a suspended agent's grant is listed (it may resume) and revocable; a deleted agent's is not listed", async () => {
+    const paused = await createAgent(app, dev.developerId, ["email:read"], "Paused agent")
+    const gone = await createAgent(app, dev.developerId, ["email:read"], "Deleted agent")
+    const pausedGrant = await consentGrant("omar", ["email:read"], dev.apiKey, paused)
+    await consentGrant("omar", ["email:read"], dev.apiKey, gone)
+    expect((await app.request("PATCH", `/v1/agents/${paused}`, { apiKey: dev.apiKey, body: { status: "suspended" } })).status).toBe(200)
+    expect((await app.request("DELETE", `/v1/agents/${gone}`, { apiKey: dev.apiKey })).status).toBe(204)
+    const token = await session("omar")
+    const res = await app.request("GET", "/v1/principal/grants", { bearer: token })
+    expect(res.body.grants.map((g: any) => [g.agentName, g.agentStatus])).toEqual([["Paused agent", "suspended"]])
+    expect((await app.request("DELETE", `/v1/principal/grants/${pausedGrant.grantId}`, { bearer: token })).status).toBe(204)
+    await app.request("PATCH", `/v1/agents/${paused}`, { apiKey: dev.apiKey, body: { status: "active" } })
+    expect((await verify(pausedGrant.grantToken)).body.valid).toBe(false)
   })
 })
 

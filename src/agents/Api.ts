@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound } from "../platform/Errors.ts"
 
 export const Scope = Schema.String.pipe(
   Schema.minLength(1),
@@ -33,6 +33,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .setPayload(Schema.Struct({ name: Name, description: Schema.optional(Description), scopes: Schema.optional(Scopes) }))
       .addSuccess(AgentView, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/agents")
@@ -52,9 +53,10 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       }))
       .addSuccess(AgentView)
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.del("remove", "/v1/agents/:id").setPath(IdPath).addSuccess(Schema.Void, { status: 204 }).addError(NotFound))
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

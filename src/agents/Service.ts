@@ -2,7 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { err, type NotFound } from "../platform/Errors.ts"
+import { NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
 import { now } from "../platform/Time.ts"
@@ -55,7 +55,7 @@ export const AgentsServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const grants = yield* Grants
-    const notFound = () => err.notFound("NOT_FOUND", "Agent not found")
+    const notFound = () => new NotFound({ message: "Agent not found" })
     const find = (developerId: string, agentId: string) =>
       sql.unsafe<AgentRecord>(
         `SELECT ${COLUMNS} FROM agents WHERE id = $1 AND developer_id = $2 AND deleted_at IS NULL`,

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { AuditChain } from "../platform/AuditChain.ts"
-import { err, type BadRequest, type Conflict, type NotFound } from "../platform/Errors.ts"
+import { BadRequest, BreachClosed, Conflict, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
@@ -124,19 +124,19 @@ const intimationView = (i: IntimationRow) => ({
 
 export interface BreachesService {
   readonly record: (developerId: string, body: unknown) => Effect.Effect<BreachView & { principalIntimations: Array<ReturnType<typeof intimationView>> }, BadRequest>
-  readonly update: (developerId: string, id: string, body: unknown) => Effect.Effect<BreachView, BadRequest | NotFound | Conflict>
+  readonly update: (developerId: string, id: string, body: unknown) => Effect.Effect<BreachView, BadRequest | ReportIncomplete | NotFound | InvalidTransition | BreachClosed>
   readonly list: (developerId: string, query: { status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { breaches: Array<BreachView>; nextCursor: string | null },
     BadRequest
   >
   readonly get: (developerId: string, id: string) => Effect.Effect<BreachView & { principalIntimations: Array<ReturnType<typeof intimationView>> }, NotFound>
-  readonly intimate: (developerId: string, id: string, body: unknown) => Effect.Effect<unknown, BadRequest | NotFound | Conflict>
+  readonly intimate: (developerId: string, id: string, body: unknown) => Effect.Effect<unknown, BadRequest | NotFound | BreachClosed>
 }
 
 export class Breaches extends Context.Tag("agent-auth/Breaches")<Breaches, BreachesService>() {}
 
 const validated = <A>(f: () => A) =>
-  Effect.try({ try: f, catch: (e) => (e instanceof Invalid ? err.badRequest("BAD_REQUEST", e.message) : (() => { throw e })()) })
+  Effect.try({ try: f, catch: (e) => (e instanceof Invalid ? new BadRequest({ message: e.message }) : (() => { throw e })()) })
 
 export const BreachesServiceLive = Layer.effect(
   Breaches,
@@ -144,7 +144,7 @@ export const BreachesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const audit = yield* AuditChain
     const events = yield* Events
-    const notFound = () => err.notFound("NOT_FOUND", "Breach not found")
+    const notFound = () => new NotFound({ message: "Breach not found" })
 
     const load = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BreachRow>(`${BREACH_SELECT} WHERE b.id = $1 AND b.developer_id = $2${lock ? " FOR UPDATE OF b" : ""}`, [id, developerId]).pipe(
@@ -194,29 +194,29 @@ export const BreachesServiceLive = Layer.effect(
           const breach = yield* load(developerId, id, true)
           if (breach === undefined) return yield* Effect.fail(notFound())
           // a closed breach refuses every update, whatever the body says (interface: 409 BREACH_CLOSED)
-          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
+          if (breach.status === "closed") return yield* Effect.fail(new BreachClosed({ message: "The breach is closed" }))
           if (parsed._tag === "Left") return yield* Effect.fail(parsed.left)
           const input = parsed.right
           // checks against the stored breach; nothing is written until all pass
           const aware = breach.awareAt.getTime()
           for (const [field, value] of [["boardInitialIntimationSentAt", input.boardInitialIntimationSentAt], ["boardDetailedReportSentAt", input.boardDetailedReportSentAt]] as const) {
-            if (value !== undefined && value.getTime() < aware) return yield* Effect.fail(err.badRequest("BAD_REQUEST", `${field} must not be before awareAt`))
+            if (value !== undefined && value.getTime() < aware) return yield* Effect.fail(new BadRequest({ message: `${field} must not be before awareAt` }))
           }
           if (input.extension?.newDueAt && input.extension.newDueAt.getTime() <= aware) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "extension.newDueAt must be after awareAt"))
+            return yield* Effect.fail(new BadRequest({ message: "extension.newDueAt must be after awareAt" }))
           }
           const next = input.status
           if (next !== undefined) {
             const from = { initial_intimated: "open", reported: "initial_intimated", closed: "reported" }[next]
             if (breach.status !== from) {
-              return yield* Effect.fail(err.conflict("INVALID_TRANSITION", `Cannot move a breach from ${breach.status} to ${next}`))
+              return yield* Effect.fail(new InvalidTransition({ message: `Cannot move a breach from ${breach.status} to ${next}` }))
             }
           }
           const report = { ...breach.detailedReport, ...input.detailedReport }
           if (next === "reported") {
             const missing = REPORT_KEYS.filter((k) => report[k] === null || report[k] === undefined || report[k]!.trim() === "")
             if (missing.length > 0) {
-              return yield* Effect.fail(err.badRequest("REPORT_INCOMPLETE", `The detailed report lacks: ${missing.join(", ")}`))
+              return yield* Effect.fail(new ReportIncomplete({ message: `The detailed report lacks: ${missing.join(", ")}` }))
             }
           }
           const at = new Date(ms)
@@ -257,7 +257,7 @@ export const BreachesServiceLive = Layer.effect(
     const list: BreachesService["list"] = (developerId, query) =>
       Effect.gen(function*() {
         const cursor = decodeCursor(query.cursor)
-        if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+        if (cursor === null) return yield* Effect.fail(new BadRequest({ message: "cursor is not valid" }))
         const ms = yield* nowMillis
         const params: Array<unknown> = [developerId]
         const conditions = ["b.developer_id = $1"]
@@ -299,16 +299,16 @@ export const BreachesServiceLive = Layer.effect(
           const breach = yield* load(developerId, id, true)
           if (breach === undefined) return yield* Effect.fail(notFound())
           if (input.intimatedAt.getTime() < breach.awareAt.getTime()) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "intimatedAt must not be before awareAt"))
+            return yield* Effect.fail(new BadRequest({ message: "intimatedAt must not be before awareAt" }))
           }
           if (breach.idsGiven) {
             const listed = new Set(breach.affectedPrincipalIds)
             const strangers = input.dataPrincipalIds.filter((p) => !listed.has(p))
             if (strangers.length > 0) {
-              return yield* Effect.fail(err.badRequest("BAD_REQUEST", `${strangers.length} dataPrincipalIds are not among the breach's affected principals`))
+              return yield* Effect.fail(new BadRequest({ message: `${strangers.length} dataPrincipalIds are not among the breach's affected principals` }))
             }
           }
-          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
+          if (breach.status === "closed") return yield* Effect.fail(new BreachClosed({ message: "The breach is closed" }))
           const at = new Date(ms)
           const intimationId = newId("bint", ms)
           const contentMissing = CONTENT_ITEMS.filter((c) => !input.contentIncluded.includes(c))

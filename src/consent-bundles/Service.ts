@@ -11,7 +11,7 @@ import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { err, type BadRequest, type Conflict, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import { AgentNotFound, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, InvalidRequest, InvalidScopes, InvalidTtl } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
@@ -106,18 +106,18 @@ const newAuditKeyPair = () => {
 }
 
 export interface ConsentBundlesService {
-  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, BadRequest | NotFound | Unprocessable>
+  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, InvalidRequest | AgentNotFound | InvalidScopes | InvalidTtl>
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
-    BadRequest
+    InvalidRequest
   >
-  readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, NotFound>
-  readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, NotFound | Conflict>
+  readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, BundleNotFound>
+  readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, BundleNotFound | AlreadyRevoked>
   readonly revocationStatus: (developerId: string, id: string) => Effect.Effect<
     { bundleId: string; status: "active" | "revoked"; revokedAt: string | null },
-    NotFound
+    BundleNotFound
   >
-  readonly refresh: (developerId: string, id: string) => Effect.Effect<BundleResponse, NotFound | Conflict>
+  readonly refresh: (developerId: string, id: string) => Effect.Effect<BundleResponse, BundleNotFound | BundleRevoked | BundleExpired>
 }
 
 export class ConsentBundles extends Context.Tag("agent-auth/ConsentBundles")<ConsentBundles, ConsentBundlesService>() {}
@@ -131,7 +131,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const keys = yield* Keys
     const events = yield* Events
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
-    const notFound = () => err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found")
+    const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
 
     const find = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BundleRecord>(
@@ -144,19 +144,19 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const ttlText = input.offlineTTL ?? "72h"
         const ttl = parseOfflineTtl(ttlText)
         if (ttl === undefined) {
-          return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "offlineTTL must be a positive whole number followed by m, h or d (e.g. 72h)"))
+          return yield* Effect.fail(new InvalidRequest({ message: "offlineTTL must be a positive whole number followed by m, h or d (e.g. 72h)" }))
         }
-        if (ttl > MAX_TTL_SECONDS) return yield* Effect.fail(err.unprocessable("INVALID_TTL", "offlineTTL may be at most 168h (7 days)"))
+        if (ttl > MAX_TTL_SECONDS) return yield* Effect.fail(new InvalidTtl({ message: "offlineTTL may be at most 168h (7 days)" }))
         if ((input.offlineAuditKeyAlgorithm ?? "Ed25519") !== "Ed25519") {
-          return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "offlineAuditKeyAlgorithm must be Ed25519"))
+          return yield* Effect.fail(new InvalidRequest({ message: "offlineAuditKeyAlgorithm must be Ed25519" }))
         }
-        if (input.scopes.length === 0) return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "scopes must not be empty"))
+        if (input.scopes.length === 0) return yield* Effect.fail(new InvalidRequest({ message: "scopes must not be empty" }))
         const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
           SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(Effect.orDie)
-        if (agent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Agent not found"))
+        if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
-          return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
+          return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
         const ms = yield* nowMillis
         const at = new Date(ms)
@@ -197,7 +197,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const list: ConsentBundlesService["list"] = (developerId, query) =>
       Effect.gen(function*() {
         const cursor = decodeCursor(query.cursor)
-        if (cursor === null) return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "cursor is not valid"))
+        if (cursor === null) return yield* Effect.fail(new InvalidRequest({ message: "cursor is not valid" }))
         const ms = yield* nowMillis
         const now = new Date(ms)
         const conditions = ["developer_id = $1"]
@@ -239,7 +239,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
       sql.withTransaction(Effect.gen(function*() {
         const bundle = yield* find(developerId, id, true)
         if (bundle === undefined) return yield* Effect.fail(notFound())
-        if (bundle.status === "revoked") return yield* Effect.fail(err.conflict("ALREADY_REVOKED", "Consent bundle is already revoked"))
+        if (bundle.status === "revoked") return yield* Effect.fail(new AlreadyRevoked({ message: "Consent bundle is already revoked" }))
         const ms = yield* nowMillis
         const at = new Date(ms)
         yield* sql`UPDATE consent_bundles SET status = 'revoked', revoked_at = ${at}, updated_at = ${at} WHERE id = ${id}`.pipe(Effect.orDie)
@@ -269,13 +269,13 @@ export const ConsentBundlesServiceLive = Layer.effect(
         if (bundle === undefined) return yield* Effect.fail(notFound())
         const ms = yield* nowMillis
         const status = derivedStatus(bundle, ms)
-        if (status === "revoked") return yield* Effect.fail(err.conflict("BUNDLE_REVOKED", "Consent bundle is revoked"))
+        if (status === "revoked") return yield* Effect.fail(new BundleRevoked({ message: "Consent bundle is revoked" }))
         if (status === "expired") {
-          return yield* Effect.fail(err.conflict("BUNDLE_EXPIRED", "Consent bundle has expired; create a new one"))
+          return yield* Effect.fail(new BundleExpired({ message: "Consent bundle has expired; create a new one" }))
         }
         const grant = yield* grants.find(developerId, bundle.grantId)
         if (grant === undefined || grant.status !== "active") {
-          return yield* Effect.fail(err.conflict("BUNDLE_REVOKED", "The bundle's grant is revoked"))
+          return yield* Effect.fail(new BundleRevoked({ message: "The bundle's grant is revoked" }))
         }
         const at = new Date(ms)
         const expiresAt = new Date(ms + bundle.offlineTtlSeconds * 1000)

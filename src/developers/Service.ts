@@ -3,7 +3,7 @@ import { SqlClient, SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiKeys, hashApiKey, type Developer } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { Conflict } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { now } from "../platform/Time.ts"
 
@@ -25,7 +25,7 @@ const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string 
 export class DevelopersService extends Context.Tag("agent-auth/DevelopersService")<DevelopersService, {
   readonly signup: (input: { name: string; email?: string; mode?: "live" | "sandbox" }) => Effect.Effect<
     { developer: Developer; apiKey: string },
-    ReturnType<typeof err.conflict>
+    Conflict
   >
   readonly update: (developer: Developer, patch: { name?: string; fidoRequired?: boolean }) => Effect.Effect<Developer>
   readonly rotateKey: (developer: Developer) => Effect.Effect<{ apiKey: string; rotatedAt: string }>
@@ -49,7 +49,7 @@ export const DevelopersServiceLive = Layer.effect(
             INSERT INTO developers (id, name, email, mode, plan, api_key_hash, fido_required, created_at, updated_at)
             VALUES (${id}, ${input.name}, ${email}, ${mode}, 'free', ${hashApiKey(apiKey)}, false, ${at}, ${at})
             RETURNING id, name, email, mode, plan, fido_required, created_at`.pipe(
-            Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "A developer with this email already exists"))),
+            Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "A developer with this email already exists" }))),
             Effect.catchTag("SqlError", Effect.die)
           )
           return { developer: rows[0]!, apiKey }

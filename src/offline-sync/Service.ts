@@ -15,7 +15,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { canonicalInput, canonicalInputWithMetadata, RESULTS } from "../offline/canonical.ts"
-import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
+import { BundleNotFound, InvalidRequest, PayloadTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { metadataAsSent } from "./MetadataAsSent.ts"
 import { Verifier, VerifierLive } from "./Verifier.ts"
@@ -44,18 +44,18 @@ export interface SyncResult {
   readonly errors: Array<{ seq: number; code: string; message: string }>
 }
 
-const invalid = (message: string) => err.badRequest("INVALID_REQUEST", message)
+const invalid = (message: string) => new InvalidRequest({ message: message })
 
 const STRING_FIELDS = ["timestamp", "action", "agentDID", "grantId", "result", "prevHash", "hash", "signature"] as const
 
 /** Shape checks of decisions §5 step 1; the first problem is reported with its path. */
-export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entries: ReadonlyArray<SignedEntry> }, BadRequest | PayloadTooLarge> => {
+export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entries: ReadonlyArray<SignedEntry> }, InvalidRequest | PayloadTooLarge> => {
   if (body === null || typeof body !== "object" || Array.isArray(body)) return Effect.fail(invalid("Body must be a JSON object"))
   const { bundleId, entries } = body as { bundleId?: unknown; entries?: unknown }
   if (typeof bundleId !== "string" || bundleId.length === 0) return Effect.fail(invalid("bundleId is required"))
   if (!Array.isArray(entries)) return Effect.fail(invalid("entries must be an array"))
   if (entries.length > MAX_ENTRIES) {
-    return Effect.fail(err.payloadTooLarge("PAYLOAD_TOO_LARGE", `At most ${MAX_ENTRIES} entries per sync request`))
+    return Effect.fail(new PayloadTooLarge({ message: `At most ${MAX_ENTRIES} entries per sync request` }))
   }
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i] as Record<string, unknown>
@@ -83,7 +83,7 @@ const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").di
 
 export interface OfflineSyncService {
   /** `rawBody`, the request text, lets metadata be hashed in its written key order (decisions §5) */
-  readonly sync: (developerId: string, body: unknown, rawBody?: string) => Effect.Effect<SyncResult, BadRequest | PayloadTooLarge | NotFound>
+  readonly sync: (developerId: string, body: unknown, rawBody?: string) => Effect.Effect<SyncResult, InvalidRequest | PayloadTooLarge | BundleNotFound>
 }
 
 export class OfflineSync extends Context.Tag("agent-auth/OfflineSync")<OfflineSync, OfflineSyncService>() {}
@@ -182,7 +182,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           SELECT k.public_key_pem FROM consent_bundle_audit_keys k JOIN consent_bundles b ON b.id = k.bundle_id
           WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}
           ORDER BY k.generation DESC LIMIT 2`.pipe(Effect.orDie)
-        if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
+        if (keyRows.length === 0) return yield* Effect.fail(new BundleNotFound({ message: "Consent bundle not found" }))
 
         // Signatures are checked on the verifier pool (over the claimed hashes) while the hashes are
         // recomputed here and the transaction below takes the lock, reads what is stored and

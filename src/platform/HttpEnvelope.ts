@@ -31,7 +31,7 @@ export const errorResponse = (
   })
 
 /** Bundles and offline sync answer malformed input with INVALID_REQUEST; the rest with BAD_REQUEST. */
-const validationCode = (path: string) =>
+export const validationCode = (path: string) =>
   path.startsWith("/v1/consent-bundles") || path.startsWith("/v1/audit/offline-sync") ? "INVALID_REQUEST" : "BAD_REQUEST"
 
 const STATUS_CODES: Record<number, string> = {

@@ -47,15 +47,22 @@ export interface VaultCredentialOut {
 }
 
 /** Interface rule 2: the accepted credential scopes for a service, exactly. */
+/** The scopes that let a grant token exchange the credential of `service`, any one of them. */
+export const acceptedScopes = (service: string): ReadonlyArray<string> => [
+  `${service}:read`, `${service}:credentials:read`, `${service}:*`, `vault:${service}:read`, `vault:${service}:*`,
+  "vault:credentials:exchange", "*"
+]
+
 export const scopeAllows = (scopes: ReadonlyArray<string>, service: string): boolean => {
-  for (const s of scopes) {
-    if (
-      s === "*" || s === "vault:credentials:exchange" ||
-      s === `${service}:*` || s === `${service}:read` || s === `${service}:credentials:read` ||
-      s === `vault:${service}:*` || s === `vault:${service}:read`
-    ) return true
-  }
-  return false
+  const accepted = acceptedScopes(service)
+  return scopes.some((s) => accepted.includes(s))
+}
+
+/** The 403 of an exchange: which scope forms would have allowed it (a long name is not echoed). */
+const noScopeMessage = (service: string) => {
+  const name = service.length <= 100 ? service : "<service>"
+  return `The grant token has no credential scope for service ${JSON.stringify(name)}; ` +
+    `a grant with any one of these scopes may exchange it: ${acceptedScopes(name).join(", ")}`
 }
 
 /** The `service` of an exchange body, read leniently: undefined when missing, empty or not a string. */
@@ -455,7 +462,7 @@ export const VaultServiceLive = Layer.effect(
         }
         // 3. The scope.
         if (!scopeAllows(claims.scp, service)) {
-          return yield* Effect.fail(new Forbidden({ message: `The grant token has no credential scope for service ${JSON.stringify(service)}` }))
+          return yield* Effect.fail(new Forbidden({ message: noScopeMessage(service) }))
         }
         // 4. The credential.
         if (row === undefined) {

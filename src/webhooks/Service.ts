@@ -100,7 +100,11 @@ export const WebhooksServiceLive = Layer.effect(
           if (!check.ok) return yield* Effect.fail(new BadRequest({ message: check.reason }))
           if (input.events.length === 0) return yield* Effect.fail(new BadRequest({ message: "events must name at least one event type" }))
           const unknown = input.events.filter((e) => !(EVENT_TYPES as ReadonlyArray<string>).includes(e))
-          if (unknown.length > 0) return yield* Effect.fail(new BadRequest({ message: `Unknown event types: ${unknown.join(", ")}` }))
+          if (unknown.length > 0) {
+            return yield* Effect.fail(new BadRequest({
+              message: `Unknown event types: ${unknown.map((e) => JSON.stringify(e.slice(0, 100))).join(", ")}; the event types are ${EVENT_TYPES.join(", ")}`
+            }))
+          }
           const ms = yield* nowMillis
           const id = newId("wh", ms)
           const secret = newSecret()

@@ -42,8 +42,10 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
     const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired) =>
       e._tag === "NotFound"
         ? html(messagePage("Request not found", "This authorization request does not exist. Check the link you followed."), 404)
-        : e._tag === "AgentSuspended" || e._tag === "FidoRequired"
+        : e._tag === "FidoRequired"
         ? html(messagePage("Passkey required", e.message), 403)
+        : e._tag === "AgentSuspended"
+        ? html(messagePage("Agent suspended", "The application asking for access is suspended. Nothing was shared."), 403)
         : html(messagePage("Request no longer available", e.message.includes("expired")
           ? "This authorization request has expired. Go back to the application and start again."
           : "This authorization request has already been answered."), 410)

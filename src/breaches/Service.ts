@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { AuditChain } from "../platform/AuditChain.ts"
-import { BadRequest, BreachClosed, Conflict, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
+import { BadRequest, BreachClosed, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"

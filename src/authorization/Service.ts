@@ -11,7 +11,8 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
-import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
+import { redirectUriProblem } from "../agents/RedirectUri.ts"
+import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import { type BadRequest, err, type Forbidden, type Gone, type NotFound, type Unprocessable } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
@@ -113,14 +114,7 @@ const REQUEST_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, grant
 
 const invalidGrant = (message: string) => err.badRequest("INVALID_GRANT", message)
 
-const validRedirect = (uri: string) => {
-  try {
-    const u = new URL(uri)
-    return (u.protocol === "https:" || u.protocol === "http:") && u.hash === "" && uri.length <= 2000
-  } catch {
-    return false
-  }
-}
+const invalidRedirect = (message: string) => err.badRequest("INVALID_REDIRECT_URI", message)
 
 export const AuthorizationServiceLive = Layer.effect(
   Authorization,
@@ -179,9 +173,9 @@ export const AuthorizationServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ttl = parseDuration(input.expiresIn ?? "24h")
         if (ttl === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
-        if (input.redirectUri !== undefined && !validRedirect(input.redirectUri)) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "redirectUri must be an absolute http(s) URL without a fragment"))
-        }
+        if (ttl > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn may be at most 366 days"))
+        const redirectProblem = input.redirectUri === undefined ? undefined : redirectUriProblem(input.redirectUri)
+        if (redirectProblem !== undefined) return yield* Effect.fail(invalidRedirect(redirectProblem))
         const method = input.codeChallengeMethod ?? "S256"
         if (input.codeChallenge !== undefined) {
           if (method !== "S256") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallengeMethod must be S256"))
@@ -195,6 +189,10 @@ export const AuthorizationServiceLive = Layer.effect(
         const agent = yield* agents.find(developer.id, input.agentId)
         if (agent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Agent not found"))
         if (agent.status !== "active") return yield* Effect.fail(err.forbidden("AGENT_SUSPENDED", "Agent is suspended"))
+        // an agent with registered redirect URIs is sent only to one of them, compared as strings
+        if (input.redirectUri !== undefined && agent.redirectUris.length > 0 && !agent.redirectUris.includes(input.redirectUri)) {
+          return yield* Effect.fail(invalidRedirect("redirectUri is not one of the agent's registered redirectUris"))
+        }
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
           return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 const Jwk = Schema.Struct({ kty: Schema.String, kid: Schema.String, n: Schema.String, e: Schema.String, alg: Schema.String, use: Schema.String })
@@ -40,10 +40,13 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
         userId: Text(200),
         scopes: Schema.Array(Text(200)).pipe(Schema.maxItems(100)),
         offlineTTL: Schema.optional(Schema.String),
-        offlineAuditKeyAlgorithm: Schema.optional(Schema.String)
+        offlineAuditKeyAlgorithm: Schema.optional(Schema.String),
+        // decisions §12: an approved authorization request, required under fidoRequired or SSO enforce
+        consentRequestId: Schema.optional(Text(100))
       }))
       .addSuccess(BundleResponse, { status: 201 })
       .addError(BadRequest)
+      .addError(Forbidden)
       .addError(NotFound)
       .addError(Unprocessable)
       .annotate(RatePolicy, { routeLimit: 10 })

@@ -8,7 +8,7 @@ import { Scopes } from "../agents/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
-  InvalidChallenge, InvalidGrant, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PublicRouteErrors,
+  InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PublicRouteErrors,
   RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
@@ -50,6 +50,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
         code: Schema.optional(Schema.String)
       }), { status: 201 })
       .addError(BadRequest)
+      .addError(InvalidRedirectUri)
       .addError(BodyErrors)
       .addError(AgentNotFound)
       .addError(AgentSuspended)

@@ -11,9 +11,10 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
-import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
+import { redirectUriProblem } from "../agents/RedirectUri.ts"
+import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
-import { AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidScopes, NotFound } from "../platform/Errors.ts"
+import { AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
@@ -92,7 +93,7 @@ export interface TokenResponse {
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
     { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | AgentNotFound | InvalidScopes | AgentSuspended
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -113,14 +114,7 @@ const REQUEST_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, grant
 
 const invalidGrant = (message: string) => new InvalidGrant({ message: message })
 
-const validRedirect = (uri: string) => {
-  try {
-    const u = new URL(uri)
-    return (u.protocol === "https:" || u.protocol === "http:") && u.hash === "" && uri.length <= 2000
-  } catch {
-    return false
-  }
-}
+const invalidRedirect = (message: string) => new InvalidRedirectUri({ message: message })
 
 export const AuthorizationServiceLive = Layer.effect(
   Authorization,
@@ -179,9 +173,9 @@ export const AuthorizationServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ttl = parseDuration(input.expiresIn ?? "24h")
         if (ttl === undefined) return yield* Effect.fail(new BadRequest({ message: "expiresIn must look like 90s, 15m, 24h or 7d" }))
-        if (input.redirectUri !== undefined && !validRedirect(input.redirectUri)) {
-          return yield* Effect.fail(new BadRequest({ message: "redirectUri must be an absolute http(s) URL without a fragment" }))
-        }
+        if (ttl > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(new BadRequest({ message: "expiresIn may be at most 366 days" }))
+        const redirectProblem = input.redirectUri === undefined ? undefined : redirectUriProblem(input.redirectUri)
+        if (redirectProblem !== undefined) return yield* Effect.fail(invalidRedirect(redirectProblem))
         const method = input.codeChallengeMethod ?? "S256"
         if (input.codeChallenge !== undefined) {
           if (method !== "S256") return yield* Effect.fail(new BadRequest({ message: "codeChallengeMethod must be S256" }))
@@ -195,6 +189,10 @@ export const AuthorizationServiceLive = Layer.effect(
         const agent = yield* agents.find(developer.id, input.agentId)
         if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
         if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
+        // an agent with registered redirect URIs is sent only to one of them, compared as strings
+        if (input.redirectUri !== undefined && agent.redirectUris.length > 0 && !agent.redirectUris.includes(input.redirectUri)) {
+          return yield* Effect.fail(invalidRedirect("redirectUri is not one of the agent's registered redirectUris"))
+        }
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))

@@ -3,8 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked, InvalidRequest,
-  InvalidScopes, InvalidTtl
+  AgentNotFound, AgentSuspended, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked,
+  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -43,12 +43,16 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
         userId: Text(200),
         scopes: Schema.Array(Text(200)).pipe(Schema.maxItems(100)),
         offlineTTL: Schema.optional(Schema.String),
-        offlineAuditKeyAlgorithm: Schema.optional(Schema.String)
+        offlineAuditKeyAlgorithm: Schema.optional(Schema.String),
+        // decisions §12: an approved authorization request, required under fidoRequired or SSO enforce
+        consentRequestId: Schema.optional(Text(100))
       }))
       .addSuccess(BundleResponse, { status: 201 })
       .addError(InvalidRequest)
       .addError(BodyErrors)
       .addError(AgentNotFound)
+      .addError(AgentSuspended)
+      .addError(ConsentRequired)
       .addError(InvalidScopes)
       .addError(InvalidTtl)
       .annotate(RatePolicy, { routeLimit: 10 })

@@ -11,12 +11,16 @@ import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { AgentNotFound, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, InvalidRequest, InvalidScopes, InvalidTtl } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
+  InvalidScopes, InvalidTtl
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { approvalRequirement, consentRequired, consumeApproval } from "./Consent.ts"
 
 export const MAX_TTL_SECONDS = 168 * 3600
 
@@ -71,6 +75,8 @@ export interface CreateInput {
   readonly scopes: ReadonlyArray<string>
   readonly offlineTTL?: string
   readonly offlineAuditKeyAlgorithm?: string
+  /** an approved authorization request; required when the developer requires passkeys or SSO (§12) */
+  readonly consentRequestId?: string
 }
 
 export type BundleResponse = ReturnType<typeof bundleResponse>
@@ -106,7 +112,10 @@ const newAuditKeyPair = () => {
 }
 
 export interface ConsentBundlesService {
-  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, InvalidRequest | AgentNotFound | InvalidScopes | InvalidTtl>
+  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<
+    BundleResponse,
+    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired
+  >
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
     InvalidRequest
@@ -151,22 +160,39 @@ export const ConsentBundlesServiceLive = Layer.effect(
           return yield* Effect.fail(new InvalidRequest({ message: "offlineAuditKeyAlgorithm must be Ed25519" }))
         }
         if (input.scopes.length === 0) return yield* Effect.fail(new InvalidRequest({ message: "scopes must not be empty" }))
-        const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
-          SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(Effect.orDie)
-        if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
-        const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
-        if (unregistered.length > 0) {
-          return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
-        }
         const ms = yield* nowMillis
         const at = new Date(ms)
         const expiresAt = new Date(ms + ttl * 1000)
         const scopes = [...new Set(input.scopes)]
-        const pair = newAuditKeyPair()
+        const id = newId("bundle", ms)
         return yield* sql.withTransaction(Effect.gen(function*() {
+          // Shared lock on the agent: a suspension (or deletion) waits for this bundle and then revokes
+          // it, or goes first and this one sees the agent suspended.
+          const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
+            SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL
+            FOR SHARE`
+          if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
+          if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
+          const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
+          if (unregistered.length > 0) {
+            return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
+          }
+          const requirement = yield* approvalRequirement(sql, developerId)
+          if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
+            const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
+              developerId,
+              consentRequestId: input.consentRequestId,
+              agentId: input.agentId,
+              userId: input.userId,
+              scopes,
+              bundleId: id,
+              requirement
+            }))
+            if (!consumed) return yield* Effect.fail(consentRequired(requirement))
+          }
+          const pair = newAuditKeyPair()
           const grant = yield* grants.create({ developerId, agentId: input.agentId, principalId: input.userId, scopes, expiresAt })
           const token = yield* grants.issueToken(grant)
-          const id = newId("bundle", ms)
           const [bundle] = yield* sql.unsafe<BundleRecord>(
             `INSERT INTO consent_bundles (id, developer_id, agent_id, user_id, scopes, grant_id, offline_ttl_seconds,
                offline_expires_at, status, checkpoint_at, created_at, updated_at)
@@ -191,7 +217,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
             privateKey: pair.privateKey,
             syncEndpoint
           })
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
       })
 
     const list: ConsentBundlesService["list"] = (developerId, query) =>
@@ -277,6 +303,9 @@ export const ConsentBundlesServiceLive = Layer.effect(
         if (grant === undefined || grant.status !== "active") {
           return yield* Effect.fail(new BundleRevoked({ message: "The bundle's grant is revoked" }))
         }
+        // a suspended or deleted agent's bundles are revoked with it (decisions §19); never refreshed
+        const [agent] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${bundle.agentId}`.pipe(Effect.orDie)
+        if (agent?.status !== "active") return yield* Effect.fail(new BundleRevoked({ message: "The bundle's agent is suspended" }))
         const at = new Date(ms)
         const expiresAt = new Date(ms + bundle.offlineTtlSeconds * 1000)
         yield* sql`UPDATE grants SET expires_at = ${expiresAt} WHERE id = ${grant.id}`.pipe(Effect.orDie)

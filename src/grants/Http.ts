@@ -9,7 +9,7 @@ import { AgentNotFound, AgentSuspended, BadRequest, DelegationDepthExceeded, Inv
 import { Keys } from "../platform/Keys.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
-import { Grants, type GrantRecord, grantView } from "./Service.ts"
+import { Grants, type GrantRecord, grantView, MAX_GRANT_TTL_SECONDS } from "./Service.ts"
 
 const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
   revoked_at, parent_grant_id, delegation_depth, created_at`
@@ -100,6 +100,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (payload.expiresIn !== undefined) {
             const seconds = parseDuration(payload.expiresIn)
             if (seconds === undefined) return yield* Effect.fail(new BadRequest({ message: "expiresIn must look like 90s, 15m, 24h or 7d" }))
+            if (seconds > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(new BadRequest({ message: "expiresIn may be at most 366 days" }))
             expiresAt = new Date(Math.min(expiresAt.getTime(), ms + seconds * 1000))
           }
           const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {

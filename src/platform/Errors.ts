@@ -68,6 +68,7 @@ export class InvalidGrant extends ApiError<InvalidGrant>()("INVALID_GRANT", 400)
 export class InvalidToken extends ApiError<InvalidToken>()("INVALID_TOKEN", 400) {}
 export class InvalidChallenge extends ApiError<InvalidChallenge>()("INVALID_CHALLENGE", 400) {}
 export class ReportIncomplete extends ApiError<ReportIncomplete>()("REPORT_INCOMPLETE", 400) {}
+export class InvalidRedirectUri extends ApiError<InvalidRedirectUri>()("INVALID_REDIRECT_URI", 400) {}
 /** A passkey ceremony that does not verify (400); a domain's TXT check is DomainVerificationFailed (422). */
 export class PasskeyVerificationFailed
   extends ApiError<PasskeyVerificationFailed>()("VERIFICATION_FAILED", 400, "PasskeyVerificationFailed")
@@ -83,6 +84,7 @@ export class ScopeEscalation extends ApiError<ScopeEscalation>()("SCOPE_ESCALATI
 export class DelegationDepthExceeded extends ApiError<DelegationDepthExceeded>()("DELEGATION_DEPTH_EXCEEDED", 403) {}
 export class FidoRequired extends ApiError<FidoRequired>()("FIDO_REQUIRED", 403) {}
 export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CREDENTIAL_NOT_ALLOWED", 403) {}
+export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIRED", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}
@@ -128,9 +130,9 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 
 /** Every error a handler can fail with (for signatures that do not care which). */
 export type ApiFailure =
-  | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete
+  | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
   | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | Forbidden | AgentSuspended | ScopeEscalation
-  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | NotFound | AgentNotFound | BundleNotFound
+  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge

@@ -111,7 +111,10 @@ describe("the document", () => {
       // ours (decisions §9): the same code at two statuses, one class each
       ["post", "/v1/domains/{id}/verify", 422, "VERIFICATION_FAILED"],
       ["post", "/v1/webauthn/assert/verify", 400, "VERIFICATION_FAILED"],
-      ["post", "/v1/budget/debit", 402, "INSUFFICIENT_BUDGET"]
+      ["post", "/v1/budget/debit", 402, "INSUFFICIENT_BUDGET"],
+      ["post", "/v1/authorize", 400, "INVALID_REDIRECT_URI"],
+      ["post", "/v1/consent-bundles", 403, "CONSENT_REQUIRED"],
+      ["post", "/v1/consent-bundles", 403, "AGENT_SUSPENDED"]
     ]
     for (const [method, path, status, code] of table) {
       expect({ [`${method} ${path} ${status}`]: declared(method, path).get(status) })

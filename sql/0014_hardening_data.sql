@@ -1,0 +1,12 @@
+-- Derived counts kept on the row (decisions §19): a breach list reads them instead of recounting
+-- up to 10,000 listed ids per breach. Maintained in the transaction of every intimation.
+ALTER TABLE breaches
+  ADD COLUMN intimated_count   integer NOT NULL DEFAULT 0,
+  ADD COLUMN pending_count     integer NOT NULL DEFAULT 0,
+  ADD COLUMN last_intimated_at timestamptz;
+
+UPDATE breaches b SET
+  intimated_count = (SELECT count(*)::int FROM breach_intimated_principals p WHERE p.breach_id = b.id),
+  pending_count = (SELECT count(*)::int FROM unnest(b.affected_principal_ids) AS l(pid)
+                     WHERE NOT EXISTS (SELECT 1 FROM breach_intimated_principals p WHERE p.breach_id = b.id AND p.principal_id = l.pid)),
+  last_intimated_at = (SELECT max(intimated_at) FROM breach_intimations i WHERE i.breach_id = b.id);

@@ -10,3 +10,9 @@ UPDATE breaches b SET
   pending_count = (SELECT count(*)::int FROM unnest(b.affected_principal_ids) AS l(pid)
                      WHERE NOT EXISTS (SELECT 1 FROM breach_intimated_principals p WHERE p.breach_id = b.id AND p.principal_id = l.pid)),
   last_intimated_at = (SELECT max(intimated_at) FROM breach_intimations i WHERE i.breach_id = b.id);
+
+-- Fair webhook claims (decisions §19) in bounded work: developers with pending deliveries are
+-- skipped through, each endpoint's due rows read as a range, in-flight rows found by their lease.
+CREATE INDEX webhook_deliveries_pending_developer ON webhook_deliveries (developer_id, next_attempt_at) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_pending_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, id) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (lease_until) WHERE status = 'pending' AND lease_until IS NOT NULL;

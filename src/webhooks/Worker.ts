@@ -71,17 +71,34 @@ export const claimDue = (slots: number) =>
     const rows = yield* sql.withTransaction(Effect.zipRight(
       sql`SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`,
       sql.unsafe<Omit<Claimed, "leaseUntil">>(
-        `WITH busy AS (
-           SELECT endpoint_id, developer_id FROM webhook_deliveries WHERE status = 'pending' AND lease_until >= $1
+        // Bounded work whatever the backlog: the developers with pending rows are found by skipping
+        // through an index (one probe each), each live endpoint of theirs offers at most its share
+        // of due rows (an index range), and what is in flight is read from the leased rows.
+        `WITH RECURSIVE devs(developer_id) AS (
+           (SELECT developer_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY developer_id LIMIT 1)
+           UNION ALL
+           SELECT (SELECT w.developer_id FROM webhook_deliveries w
+                   WHERE w.status = 'pending' AND w.developer_id > devs.developer_id ORDER BY w.developer_id LIMIT 1)
+           FROM devs WHERE devs.developer_id IS NOT NULL
+         ), busy AS (
+           SELECT endpoint_id, developer_id FROM webhook_deliveries
+           WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until >= $1
          ), endpoint_busy AS (
            SELECT endpoint_id, count(*)::int AS n FROM busy GROUP BY endpoint_id
          ), developer_busy AS (
            SELECT developer_id, count(*)::int AS n FROM busy GROUP BY developer_id
          ), due AS (
-           SELECT d.id, d.developer_id, d.next_attempt_at,
-                  row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) + coalesce(eb.n, 0) AS endpoint_rank
-           FROM webhook_deliveries d LEFT JOIN endpoint_busy eb ON eb.endpoint_id = d.endpoint_id
-           WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until < $1)
+           SELECT c.id, c.developer_id, c.next_attempt_at,
+                  row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) + coalesce(eb.n, 0) AS endpoint_rank
+           FROM devs
+           JOIN webhook_endpoints e ON e.developer_id = devs.developer_id AND e.deleted_at IS NULL
+           CROSS JOIN LATERAL (
+             SELECT d.id, d.developer_id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1
+               AND (d.lease_until IS NULL OR d.lease_until < $1)
+             ORDER BY d.next_attempt_at, d.id LIMIT $3
+           ) c
+           LEFT JOIN endpoint_busy eb ON eb.endpoint_id = c.endpoint_id
          ), ranked AS (
            SELECT due.id, due.next_attempt_at,
                   row_number() OVER (PARTITION BY due.developer_id ORDER BY due.next_attempt_at, due.id) + coalesce(db.n, 0) AS developer_rank

@@ -124,3 +124,47 @@ describe("endpoints per developer, by plan", () => {
     expect([upgraded.status, app.config.webhooks.endpointLimits]).toEqual([201, { free: 30, pro: 200, enterprise: null }])
   }, 30_000)
 })
+
+describe("claim cost", () => {
+  test("a claim costs about the same with a backlog of 15,000 due deliveries as with 10", async () => {
+    const quiet = await startTestApp({ testClock: true })
+    try {
+      const { claimDue } = await import("../../src/webhooks/Worker.ts")
+      const d = await quiet.signup({ plan: "enterprise" })
+      const hook = (await quiet.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body: { url: "http://127.0.0.1:9/x", events: ["grant.created"] } })).body
+      for (let n = 0; n < 10; n++) await quiet.run(Effect.flatMap(Events, (e) => e.emit(d.developerId, "grant.created", { n })))
+      const timeClaims = async () => {
+        const times: Array<number> = []
+        for (let i = 0; i < 7; i++) {
+          const t = performance.now()
+          const claimed = await quiet.run(claimDue(4))
+          times.push(performance.now() - t)
+          expect(claimed.length).toBe(4)
+          await quiet.query("UPDATE webhook_deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
+        }
+        return times.sort((a, b) => a - b)[3]!
+      }
+      await timeClaims() // warm-up
+      const baseline = await timeClaims()
+      // another developer's backlog: 15,000 due deliveries over 3 endpoints
+      const big = await quiet.signup({ plan: "enterprise" })
+      const [{ id: eventId }] = await quiet.query<{ id: string }>("SELECT id FROM events LIMIT 1") as any
+      // (foreign-key triggers off for the bulk insert: it is test data, and PGlite checks slowly)
+      await quiet.query("SET session_replication_role = replica")
+      for (let i = 0; i < 3; i++) {
+        const ep = (await quiet.request("POST", "/v1/webhooks", { apiKey: big.apiKey, body: { url: `http://127.0.0.1:9/b${i}`, events: ["grant.created"] } })).body.id
+        await quiet.query(
+          `INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, max_attempts, next_attempt_at, created_at, updated_at)
+           SELECT 'whd_big_' || $1 || '_' || g, $2, $3, $4, 5, now() - interval '30 days', now(), now() FROM generate_series(1, 5000) g`,
+          [i, ep, eventId, big.developerId])
+      }
+      await quiet.query("SET session_replication_role = DEFAULT")
+      await quiet.query("ANALYZE webhook_deliveries")
+      const loaded = await timeClaims()
+      expect(loaded).toBeLessThan(baseline * 3 + 15)
+      void hook
+    } finally {
+      await quiet.stop()
+    }
+  }, 60_000)
+})

@@ -54,7 +54,8 @@ describe("breach list: stored counts", () => {
     // migration 0014's backfill computes the same figures from the stored principals
     const backfill = readFileSync(new URL("../../sql/0014_hardening_data.sql", import.meta.url), "utf8")
     await app.query("UPDATE breaches SET intimated_count = 0, pending_count = 0, last_intimated_at = NULL")
-    await app.query(backfill.slice(backfill.indexOf("UPDATE breaches")))
+    const update = backfill.slice(backfill.indexOf("UPDATE breaches"))
+    await app.query(update.slice(0, update.indexOf(";") + 1))
     list = await listed(dev.apiKey)
     expect(list.get(withIds)).toEqual({ due: "without_delay", intimatedCount: 4, pendingCount: 0, lastIntimatedAt: "2026-11-22T10:00:50.000Z" })
     expect(list.get(countOnly)).toEqual({ due: "without_delay", intimatedCount: 3, pendingCount: null, lastIntimatedAt: "2026-11-22T10:00:25.000Z" })

@@ -16,3 +16,14 @@ UPDATE breaches b SET
 CREATE INDEX webhook_deliveries_pending_developer ON webhook_deliveries (developer_id, next_attempt_at) WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_pending_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, id) WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (lease_until) WHERE status = 'pending' AND lease_until IS NOT NULL;
+
+-- Filtered list pages read only the rows they return (decisions §19): each filter a list offers
+-- by id has an index in the list's order, so a rare value does not scan the developer's history.
+CREATE INDEX audit_log_agent ON audit_log (developer_id, agent_id, created_at DESC, id DESC) WHERE agent_id IS NOT NULL;
+CREATE INDEX audit_log_grant ON audit_log (developer_id, grant_id, created_at DESC, id DESC) WHERE grant_id IS NOT NULL;
+CREATE INDEX audit_log_principal ON audit_log (developer_id, principal_id, created_at DESC, id DESC) WHERE principal_id IS NOT NULL;
+CREATE INDEX audit_log_action ON audit_log (developer_id, action, created_at DESC, id DESC);
+CREATE INDEX grants_agent ON grants (developer_id, agent_id, created_at DESC, id DESC);
+CREATE INDEX grants_principal ON grants (developer_id, principal_id, created_at DESC, id DESC);
+CREATE INDEX consent_bundles_agent ON consent_bundles (developer_id, agent_id, created_at DESC, id DESC);
+CREATE INDEX webhook_deliveries_status ON webhook_deliveries (endpoint_id, status, created_at DESC, id DESC);

@@ -43,14 +43,17 @@ export interface BreachRow {
   readonly lastIntimatedAt: Date | null
 }
 
-export const BREACH_SELECT = `
+/**
+ * The counts are stored on the row and kept in the transaction of each intimation (decisions §19),
+ * so a list costs the same whatever the size of the breaches it returns; it also leaves out the
+ * listed ids (up to 10,000 per breach), which only a single breach shows.
+ */
+export const breachSelect = (options: { ids: boolean }) => `
   SELECT b.id, b.developer_id, b.status, b.description, b.nature, b.extent, b.occurred_at, b.aware_at, b.location,
-         b.likely_impact, b.affected_count, b.affected_principal_ids, b.ids_given, b.mitigation, b.detailed_report,
+         b.likely_impact, b.affected_count, ${options.ids ? "b.affected_principal_ids" : "'{}'::text[] AS affected_principal_ids"},
+         b.ids_given, b.mitigation, b.detailed_report,
          b.board_initial_intimation_sent_at, b.board_detailed_report_sent_at, b.extension, b.created_at, b.updated_at, b.closed_at,
-         (SELECT count(*)::int FROM breach_intimated_principals p WHERE p.breach_id = b.id) AS intimated_count,
-         (SELECT count(*)::int FROM unnest(b.affected_principal_ids) AS l(pid)
-            WHERE NOT EXISTS (SELECT 1 FROM breach_intimated_principals p WHERE p.breach_id = b.id AND p.principal_id = l.pid)) AS pending_ids,
-         (SELECT max(intimated_at) FROM breach_intimations i WHERE i.breach_id = b.id) AS last_intimated_at
+         b.intimated_count, b.pending_count AS pending_ids, b.last_intimated_at
   FROM breaches b`
 
 /** awareAt + 72 h, or the granted extension's newDueAt */
@@ -147,7 +150,7 @@ export const BreachesServiceLive = Layer.effect(
     const notFound = () => new NotFound({ message: "Breach not found" })
 
     const load = (developerId: string, id: string, lock = false) =>
-      sql.unsafe<BreachRow>(`${BREACH_SELECT} WHERE b.id = $1 AND b.developer_id = $2${lock ? " FOR UPDATE OF b" : ""}`, [id, developerId]).pipe(
+      sql.unsafe<BreachRow>(`${breachSelect({ ids: true })} WHERE b.id = $1 AND b.developer_id = $2${lock ? " FOR UPDATE OF b" : ""}`, [id, developerId]).pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )
@@ -162,11 +165,12 @@ export const BreachesServiceLive = Layer.effect(
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql.unsafe(
             `INSERT INTO breaches (id, developer_id, status, description, nature, extent, occurred_at, aware_at, location, likely_impact,
-               affected_count, affected_principal_ids, ids_given, mitigation, detailed_report, created_at)
-             VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15)`,
+               affected_count, affected_principal_ids, ids_given, mitigation, detailed_report, created_at, pending_count)
+             VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16)`,
             [id, developerId, input.description, input.nature, input.extent, input.occurredAt, input.awareAt, input.location,
               input.likelyImpact, input.affectedCount, [...(input.affectedDataPrincipalIds ?? [])] as any,
-              input.affectedDataPrincipalIds !== null, input.mitigation, JSON.stringify(report), at]
+              input.affectedDataPrincipalIds !== null, input.mitigation, JSON.stringify(report), at,
+              input.affectedDataPrincipalIds?.length ?? 0]
           )
           const row = (yield* load(developerId, id))!
           const due = dueAt(row).toISOString()
@@ -271,7 +275,7 @@ export const BreachesServiceLive = Layer.effect(
         }
         params.push(query.limit + 1)
         const rows = yield* sql.unsafe<BreachRow>(
-          `${BREACH_SELECT} WHERE ${conditions.join(" AND ")} ORDER BY b.created_at DESC, b.id DESC LIMIT $${params.length}`,
+          `${breachSelect({ ids: false })} WHERE ${conditions.join(" AND ")} ORDER BY b.created_at DESC, b.id DESC LIMIT $${params.length}`,
           params as any
         ).pipe(Effect.orDie)
         const page = rows.slice(0, query.limit)
@@ -315,11 +319,19 @@ export const BreachesServiceLive = Layer.effect(
           yield* sql`INSERT INTO breach_intimations (id, breach_id, channel, intimated_at, principal_count, content_included, content_missing, created_at)
                      VALUES (${intimationId}, ${id}, ${input.channel}, ${input.intimatedAt}, ${input.dataPrincipalIds.length},
                              ${[...input.contentIncluded] as any}, ${[...contentMissing] as any}, ${at})`
+          // the derived counts move with the principals newly told (every one of them is listed when
+          // the breach listed ids, so each is one fewer pending)
           yield* sql.unsafe(
-            `INSERT INTO breach_intimated_principals (breach_id, principal_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
-            [id, [...input.dataPrincipalIds] as any]
+            `WITH told AS (
+               INSERT INTO breach_intimated_principals (breach_id, principal_id) SELECT $1, unnest($2::text[])
+               ON CONFLICT DO NOTHING RETURNING 1)
+             UPDATE breaches SET updated_at = $3,
+               intimated_count = intimated_count + (SELECT count(*)::int FROM told),
+               pending_count = CASE WHEN ids_given THEN pending_count - (SELECT count(*)::int FROM told) ELSE 0 END,
+               last_intimated_at = GREATEST(last_intimated_at, $4::timestamptz)
+             WHERE id = $1`,
+            [id, [...input.dataPrincipalIds] as any, at, input.intimatedAt]
           )
-          yield* sql`UPDATE breaches SET updated_at = ${at} WHERE id = ${id}`
           yield* audit.append({
             developerId,
             action: "service.dpdp.breach_principals_intimated",

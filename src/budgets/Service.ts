@@ -202,10 +202,12 @@ export const BudgetsServiceLive = Layer.effect(
         const rows = yield* sql.unsafe<TransactionRow>(
           `SELECT id, grant_id, amount::text AS amount, remaining_after::text AS remaining_after, description, metadata, created_at
              FROM budget_transactions
-            WHERE allocation_id = $1 ${cursor ? "AND (created_at, id) < ($3::timestamptz, $4)" : ""}
+            WHERE grant_id = $1 ${cursor ? "AND (created_at, id) < ($3::timestamptz, $4)" : ""}
             ORDER BY created_at DESC, id DESC
             LIMIT $2`,
-          cursor ? [allocation.id, limit + 1, cursor.createdAt, cursor.id] : [allocation.id, limit + 1]
+          // by grant (one allocation per grant): the column budget_transactions_list indexes, so a page
+          // never scans other grants' transactions
+          cursor ? [grantId, limit + 1, cursor.createdAt, cursor.id] : [grantId, limit + 1]
         ).pipe(Effect.orDie)
         const { page: items, nextCursor } = toPage(rows, limit)
         return { transactions: items.map(transactionView), nextCursor }

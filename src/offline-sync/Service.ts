@@ -14,7 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
-import { canonicalInput, canonicalInputWithMetadata, RESULTS } from "../offline/canonical.ts"
+import { canonicalInput, canonicalInputWithMetadata, delimiterFault, MAX_METADATA_BYTES, RESULTS, utf8Length } from "../offline/canonical.ts"
 import { BundleNotFound, InvalidRequest, PayloadTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { metadataAsSent } from "./MetadataAsSent.ts"
@@ -72,6 +72,9 @@ export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entr
     if (e.metadata !== undefined && (e.metadata === null || typeof e.metadata !== "object" || Array.isArray(e.metadata))) {
       return Effect.fail(invalid(`entries[${i}].metadata must be an object when present`))
     }
+    if (e.metadata !== undefined && utf8Length(JSON.stringify(e.metadata)) > MAX_METADATA_BYTES) {
+      return Effect.fail(invalid(`entries[${i}].metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`))
+    }
     if (!(RESULTS as ReadonlyArray<string>).includes(e.result as string)) {
       return Effect.fail(invalid(`entries[${i}].result must be one of ${RESULTS.join(", ")}`))
     }
@@ -103,6 +106,7 @@ interface Judgement {
 const judge = (
   entries: ReadonlyArray<SignedEntry>,
   hashOk: ReadonlyArray<boolean>,
+  faults: ReadonlyArray<string | undefined>,
   signatureOk: Uint8Array | undefined,
   existing: ReadonlyArray<{ seq: string; hash: string }>,
   storedHead: { readonly seq: number; readonly hash: string }
@@ -120,7 +124,7 @@ const judge = (
       if (stored === e.hash) accepted++
       else errors.push({ seq: e.seq, code: "DUPLICATE_SEQ", message: `Sequence number ${e.seq} already exists with a different hash` })
     } else if (!hashOk[i]) {
-      errors.push({ seq: e.seq, code: "INVALID_HASH", message: "Recomputed hash differs from hash" })
+      errors.push({ seq: e.seq, code: "INVALID_HASH", message: faults[i] ?? "Recomputed hash differs from hash" })
     } else if (signatureOk !== undefined && signatureOk[i] !== 1) {
       errors.push({ seq: e.seq, code: "INVALID_SIGNATURE", message: "Signature does not verify against the bundle's audit key" })
     } else if (e.seq !== prev.seq + 1) {
@@ -192,14 +196,16 @@ export const OfflineSyncServiceLive = Layer.effect(
           entries.map((e) => e.signature),
           keyRows.map((k) => k.publicKeyPem)
         )
-        const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
+        // an entry whose fields hold a delimiter has no unique hash input: INVALID_HASH whatever its hash
+        const faults = entries.map(delimiterFault)
+        const hashOk = entries.map((e, i) => faults[i] === undefined && sha256Hex(canonicalInput(e)) === e.hash)
         // An entry whose metadata has keys JSON.parse moves (integer-like ones) is hashed again over
         // its metadata in written order; only such entries pay for the second reading of the body.
         const metadataText: Array<string | undefined> = []
         let asSent: Array<string | undefined> | undefined | null = null
         for (let i = 0; i < entries.length; i++) {
           const e = entries[i]!
-          if (hashOk[i] || e.metadata === undefined || rawBody === undefined) continue
+          if (hashOk[i] || faults[i] !== undefined || e.metadata === undefined || rawBody === undefined) continue
           asSent ??= metadataAsSent(rawBody)
           const text = asSent?.[i]
           if (text === undefined || text === JSON.stringify(e.metadata)) continue
@@ -235,7 +241,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           const storedHead = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
           // The entries are stored while their signatures are still being checked, judged as if every
           // signature holds (the usual case); the database writes overlap the verification.
-          const hoped = judge(entries, hashOk, undefined, existing, storedHead)
+          const hoped = judge(entries, hashOk, faults, undefined, existing, storedHead)
           const at = new Date(ms)
           yield* storeEntries(bundleId, developerId, at, hoped, metadataText)
           const signatureOk = yield* verification
@@ -245,7 +251,7 @@ export const OfflineSyncServiceLive = Layer.effect(
             // checks decides each entry's code, and a rejected entry changes what later entries of
             // the batch are compared with). Rows stored in hope, all new under the bundle's lock,
             // are replaced by the right ones when the two judgements differ.
-            outcome = judge(entries, hashOk, signatureOk, existing, storedHead)
+            outcome = judge(entries, hashOk, faults, signatureOk, existing, storedHead)
             const sameRows = outcome.toStore.length === hoped.toStore.length &&
               outcome.toStore.every((e, n) => e.index === hoped.toStore[n]!.index)
             if (!sameRows) {

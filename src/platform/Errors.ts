@@ -77,6 +77,8 @@ export class PasskeyVerificationFailed
 export class Unauthorized extends ApiError<Unauthorized>()("UNAUTHORIZED", 401) {}
 // 402
 export class InsufficientBudget extends ApiError<InsufficientBudget>()("INSUFFICIENT_BUDGET", 402) {}
+/** A resource cap of the developer's plan (decisions §16), e.g. webhook endpoints. */
+export class PlanLimitExceeded extends ApiError<PlanLimitExceeded>()("PLAN_LIMIT_EXCEEDED", 402) {}
 // 403
 export class Forbidden extends ApiError<Forbidden>()("FORBIDDEN", 403) {}
 export class AgentSuspended extends ApiError<AgentSuspended>()("AGENT_SUSPENDED", 403) {}
@@ -131,7 +133,7 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 /** Every error a handler can fail with (for signatures that do not care which). */
 export type ApiFailure =
   | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
-  | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | Forbidden | AgentSuspended | ScopeEscalation
+  | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | Forbidden | AgentSuspended | ScopeEscalation
   | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed

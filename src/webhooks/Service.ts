@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { Config } from "../Config.ts"
-import { BadRequest, Conflict, NotFound } from "../platform/Errors.ts"
+import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 import { EVENT_TYPES } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
@@ -61,7 +61,7 @@ const newSecret = () => randomBytes(32).toString("hex")
 export interface WebhooksService {
   readonly create: (developerId: string, input: { url: string; events: ReadonlyArray<string> }) => Effect.Effect<
     ReturnType<typeof endpointView> & { secret: string },
-    BadRequest
+    BadRequest | PlanLimitExceeded
   >
   readonly list: (developerId: string) => Effect.Effect<{ webhooks: Array<ReturnType<typeof endpointView>> }>
   readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
@@ -108,11 +108,24 @@ export const WebhooksServiceLive = Layer.effect(
           const ms = yield* nowMillis
           const id = newId("wh", ms)
           const secret = newSecret()
-          const [row] = yield* sql<EndpointRow>`
-            INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
-            VALUES (${id}, ${developerId}, ${input.url}, ${[...new Set(input.events)] as any}, ${sealSecret(id, developerId, secret)}, ${new Date(ms)})
-            RETURNING id, developer_id, url, events, secret_ciphertext, created_at`.pipe(Effect.orDie)
-          return { ...endpointView(row!), secret }
+          const row = yield* sql.withTransaction(Effect.gen(function*() {
+            // the developer's row lock makes concurrent registrations count one after another
+            const [developer] = yield* sql<{ plan: "free" | "pro" | "enterprise" }>`SELECT plan FROM developers WHERE id = ${developerId} FOR UPDATE`
+            const limit = config.webhooks.endpointLimits[developer?.plan ?? "free"] ?? null
+            if (limit !== null) {
+              const [{ n }] = (yield* sql<{ n: number }>`
+                SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = ${developerId} AND deleted_at IS NULL`) as unknown as [{ n: number }]
+              if (n >= limit) {
+                return yield* Effect.fail(new PlanLimitExceeded({ message: `The ${developer?.plan ?? "free"} plan allows ${limit} webhook endpoints` }))
+              }
+            }
+            const [row] = yield* sql<EndpointRow>`
+              INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
+              VALUES (${id}, ${developerId}, ${input.url}, ${[...new Set(input.events)] as any}, ${sealSecret(id, developerId, secret)}, ${new Date(ms)})
+              RETURNING id, developer_id, url, events, secret_ciphertext, created_at`
+            return row!
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          return { ...endpointView(row), secret }
         }),
       list: (developerId) =>
         sql<EndpointRow>`SELECT id, developer_id, url, events, secret_ciphertext, created_at FROM webhook_endpoints

@@ -29,7 +29,11 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import {
+  AgentSuspended, ApiKeyRouteErrors, AttestationAnchorsRequired, AuthenticatorNotAllowed, BadRequest, BodyErrors, Conflict,
+  CredentialNotAllowed, FidoRequired, Gone, InvalidChallenge, NoCredentials, NotFound, PasskeyCounterRegressed, PasskeyVerificationFailed,
+  RequestNotPending, TooManyCredentials, UnknownCredential
+} from "../platform/Errors.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const B64 = Schema.String.pipe(Schema.maxLength(16_384))
@@ -118,7 +122,8 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .setPayload(Schema.Struct({ principalId: Id }))
       .addSuccess(Options)
       .addError(BadRequest)
-      .addError(Conflict)
+      .addError(BodyErrors)
+      .addError(TooManyCredentials)
   )
   .add(
     HttpApiEndpoint.post("registerVerify", "/v1/webauthn/register/verify")
@@ -129,8 +134,12 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       }))
       .addSuccess(PasskeyCredential, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
+      .addError(InvalidChallenge)
+      .addError(PasskeyVerificationFailed)
       .addError(Conflict)
-      .addError(Forbidden)
+      .addError(TooManyCredentials)
+      .addError(AuthenticatorNotAllowed)
   )
   .add(
     HttpApiEndpoint.get("listCredentials", "/v1/webauthn/credentials")
@@ -154,6 +163,7 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .setPayload(Schema.Struct({ deviceName: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)) }))
       .addSuccess(PasskeyCredential)
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
   )
   .add(
@@ -184,7 +194,8 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       }))
       .addSuccess(Policy)
       .addError(BadRequest)
-      .addError(Unprocessable)
+      .addError(BodyErrors)
+      .addError(AttestationAnchorsRequired)
       .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
@@ -192,20 +203,27 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .setPayload(Schema.Struct({ authRequestId: Id }))
       .addSuccess(Options)
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
-      .addError(Unprocessable)
+      .addError(NoCredentials)
   )
   .add(
     HttpApiEndpoint.post("assertVerify", "/v1/webauthn/assert/verify")
       .setPayload(Schema.Struct({ challengeId: Id, response: AuthenticationResponse }))
       .addSuccess(AssertionResult)
       .addError(BadRequest)
-      .addError(Forbidden)
+      .addError(BodyErrors)
+      .addError(InvalidChallenge)
+      .addError(PasskeyVerificationFailed)
+      .addError(PasskeyCounterRegressed)
+      .addError(CredentialNotAllowed)
+      .addError(UnknownCredential)
+      .addError(RequestNotPending)
       .addError(NotFound)
-      .addError(Conflict)
       .addError(Gone)
-      .addError(Unprocessable)
+      .addError(AgentSuspended)
+      .addError(FidoRequired)
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}

@@ -12,7 +12,7 @@ import type { SqlClient } from "@effect/sql"
 import { MetadataService, SettingsService } from "@simplewebauthn/server"
 import { Effect } from "effect"
 import type { AppConfig } from "../Config.ts"
-import { err } from "../platform/Errors.ts"
+import { AttestationAnchorsRequired, BadRequest } from "../platform/Errors.ts"
 import { normaliseAaguid } from "./Aaguids.ts"
 
 export interface AttestationPolicy {
@@ -76,22 +76,23 @@ export const makePolicyStore = (sql: SqlClient.SqlClient, trust: AppConfig["weba
     Effect.gen(function*() {
       const aaguids = input.allowedAaguids === undefined || input.allowedAaguids === null ? null : input.allowedAaguids.map(normaliseAaguid)
       if (aaguids !== null && aaguids.some((a) => a === undefined)) {
-        return yield* Effect.fail(err.badRequest("BAD_REQUEST", "allowedAaguids must be AAGUIDs (8-4-4-4-12 hexadecimal)", [
-          { path: "allowedAaguids", message: "AAGUIDs" }
-        ]))
+        return yield* Effect.fail(new BadRequest({
+          message: "allowedAaguids must be AAGUIDs (8-4-4-4-12 hexadecimal)",
+          details: [{ path: "allowedAaguids", message: "AAGUIDs" }]
+        }))
       }
       const attestation = input.attestation ?? "none"
       if (aaguids !== null && aaguids.length > 0) {
         if (!hasAnchors(trust)) {
-          return yield* Effect.fail(err.unprocessable(
-            "ATTESTATION_ANCHORS_REQUIRED",
-            "An AAGUID allow-list needs trust anchors: set WEBAUTHN_ATTESTATION_ROOTS or WEBAUTHN_MDS_STATEMENTS"
-          ))
+          return yield* Effect.fail(new AttestationAnchorsRequired({
+            message: "An AAGUID allow-list needs trust anchors: set WEBAUTHN_ATTESTATION_ROOTS or WEBAUTHN_MDS_STATEMENTS"
+          }))
         }
         if (attestation !== "direct") {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "An AAGUID allow-list needs attestation \"direct\"", [
-            { path: "attestation", message: "must be direct with allowedAaguids" }
-          ]))
+          return yield* Effect.fail(new BadRequest({
+            message: "An AAGUID allow-list needs attestation \"direct\"",
+            details: [{ path: "attestation", message: "must be direct with allowedAaguids" }]
+          }))
         }
       }
       const list = aaguids === null || aaguids.length === 0 ? null : [...new Set(aaguids as Array<string>)]

@@ -6,7 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { err } from "../platform/Errors.ts"
+import { InvalidChallenge, PasskeyVerificationFailed } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 
@@ -22,8 +22,8 @@ export interface ChallengeRow {
 }
 
 export const invalidChallenge = () =>
-  err.badRequest("INVALID_CHALLENGE", "The challenge is unknown, expired or already used; request new options")
-export const verificationFailed = (reason: string) => err.badRequest("VERIFICATION_FAILED", `Passkey verification failed: ${reason}`)
+  new InvalidChallenge({ message: "The challenge is unknown, expired or already used; request new options" })
+export const verificationFailed = (reason: string) => new PasskeyVerificationFailed({ message: `Passkey verification failed: ${reason}` })
 
 export const makeChallenges = (sql: SqlClient.SqlClient) => {
   const storeChallenge = (row: Omit<ChallengeRow, "id"> & { readonly userId?: string }) =>

@@ -2,7 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest } from "../platform/Errors.ts"
 import { pageParams } from "../platform/Pagination.ts"
 import { Passkeys } from "./Service.ts"
 
@@ -16,7 +16,7 @@ export const PasskeysHttp = HttpApiBuilder.group(Api, "passkeys", (handlers) =>
       .handle("listCredentials", ({ urlParams }) =>
         Effect.flatMap(CurrentDeveloper, (d) =>
           urlParams.principalId === undefined || urlParams.principalId === ""
-            ? Effect.fail(err.badRequest("BAD_REQUEST", "principalId is required", [{ path: "principalId", message: "is required" }]))
+            ? Effect.fail(new BadRequest({ message: "principalId is required", details: [{ path: "principalId", message: "is required" }] }))
             : Effect.flatMap(pageParams(urlParams), (page) => passkeys.listCredentials(d.id, urlParams.principalId!, page))))
       .handle("getCredential", ({ path }) => Effect.flatMap(CurrentDeveloper, (d) => passkeys.getCredential(d.id, path.id)))
       .handle("renameCredential", ({ path, payload }) =>
@@ -24,7 +24,7 @@ export const PasskeysHttp = HttpApiBuilder.group(Api, "passkeys", (handlers) =>
       .handle("signal", ({ urlParams }) =>
         Effect.flatMap(CurrentDeveloper, (d) =>
           urlParams.principalId === undefined || urlParams.principalId === ""
-            ? Effect.fail(err.badRequest("BAD_REQUEST", "principalId is required", [{ path: "principalId", message: "is required" }]))
+            ? Effect.fail(new BadRequest({ message: "principalId is required", details: [{ path: "principalId", message: "is required" }] }))
             : Effect.map(passkeys.signal(d.id, urlParams.principalId, { create: true }), (info) => info!)))
       .handle("getPolicy", () => Effect.flatMap(CurrentDeveloper, (d) => passkeys.getPolicy(d.id)))
       .handle("putPolicy", ({ payload }) => Effect.flatMap(CurrentDeveloper, (d) => passkeys.putPolicy(d.id, payload)))

@@ -9,7 +9,7 @@ import { MetadataService, generateRegistrationOptions, type RegistrationResponse
 import { decodeAttestationObject } from "@simplewebauthn/server/helpers"
 import { Effect } from "effect"
 import type { AppConfig } from "../Config.ts"
-import { type BadRequest, type Conflict, err, type Forbidden } from "../platform/Errors.ts"
+import { AuthenticatorNotAllowed, Conflict, type InvalidChallenge, type PasskeyVerificationFailed, TooManyCredentials } from "../platform/Errors.ts"
 import type { EventsService } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
@@ -34,9 +34,9 @@ export const makeRegistration = (deps: {
   const { rpId, origin, rpName } = config.webauthn
   const credentialsOf = store.activeOf
   const tooMany = () =>
-    err.conflict("TOO_MANY_CREDENTIALS", `A principal may hold at most ${MAX_CREDENTIALS_PER_PRINCIPAL} passkeys; delete one first`)
+    new TooManyCredentials({ message: `A principal may hold at most ${MAX_CREDENTIALS_PER_PRINCIPAL} passkeys; delete one first` })
 
-  const registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, Conflict> = (developerId, principalId) =>
+  const registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, TooManyCredentials> = (developerId, principalId) =>
     Effect.gen(function*() {
       const existing = yield* credentialsOf(developerId, principalId)
       if (existing.length >= MAX_CREDENTIALS_PER_PRINCIPAL) return yield* Effect.fail(tooMany())
@@ -70,7 +70,7 @@ export const makeRegistration = (deps: {
   const verifyRegistration: (
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown; readonly deviceName?: string | undefined }
-  ) => Effect.Effect<CredentialView, BadRequest | Conflict | Forbidden> = (developerId, input) =>
+  ) => Effect.Effect<CredentialView, InvalidChallenge | PasskeyVerificationFailed | Conflict | TooManyCredentials | AuthenticatorNotAllowed> = (developerId, input) =>
     Effect.gen(function*() {
       const challenge = yield* consumeChallenge(developerId, input.challengeId, "registration")
       if (challenge === undefined) return yield* Effect.fail(invalidChallenge())
@@ -95,7 +95,7 @@ export const makeRegistration = (deps: {
         backupEligible,
         chained: yield* attestedByAnchor(info.attestationObject, info.aaguid)
       })
-      if (refusal !== undefined) return yield* Effect.fail(err.forbidden("AUTHENTICATOR_NOT_ALLOWED", `Passkey refused: ${refusal}`))
+      if (refusal !== undefined) return yield* Effect.fail(new AuthenticatorNotAllowed({ message: `Passkey refused: ${refusal}` }))
       const ms = yield* nowMillis
       const credential = yield* sql.withTransaction(Effect.gen(function*() {
         // the principal's handle row is the lock under which the cap is counted
@@ -120,7 +120,7 @@ export const makeRegistration = (deps: {
         return rows[0]!
       })).pipe(
         Effect.catchTag("SqlError", (e) =>
-          isUniqueViolation(e) ? Effect.fail(err.conflict("CONFLICT", "This passkey is already registered")) : Effect.die(e))
+          isUniqueViolation(e) ? Effect.fail(new Conflict({ message: "This passkey is already registered" })) : Effect.die(e))
       )
       return credentialView(credential)
     })

@@ -21,12 +21,16 @@ import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyA
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
-import { BadRequest, Conflict, err, Forbidden, Gone, NotFound, Unprocessable } from "../platform/Errors.ts"
+import {
+  type AttestationAnchorsRequired, type AuthenticatorNotAllowed, type BadRequest, type Conflict, CredentialNotAllowed, type InvalidChallenge,
+  NoCredentials, NotFound, PasskeyCounterRegressed, type PasskeyVerificationFailed, RequestNotPending, type TooManyCredentials,
+  UnknownCredential
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { type AttestationPolicy, configureTrustAnchors, makePolicyStore } from "./Attestation.ts"
-import { Approval, ApprovalLive, type PendingRequest } from "./Approval.ts"
+import { Approval, ApprovalLive, type ApprovalError, type PendingRequest } from "./Approval.ts"
 import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges, verificationFailed } from "./Challenges.ts"
 import { authenticatorType, type CredentialView, credentialView, makeCredentialStore } from "./Credentials.ts"
 import { makeRegistration } from "./Registration.ts"
@@ -52,11 +56,11 @@ export interface AssertionOutcome {
 }
 
 export interface PasskeysService {
-  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, Conflict>
+  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, TooManyCredentials>
   readonly verifyRegistration: (
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown; readonly deviceName?: string | undefined }
-  ) => Effect.Effect<CredentialView, BadRequest | Conflict | Forbidden>
+  ) => Effect.Effect<CredentialView, InvalidChallenge | PasskeyVerificationFailed | Conflict | TooManyCredentials | AuthenticatorNotAllowed>
   readonly listCredentials: (
     developerId: string,
     principalId: string,
@@ -72,9 +76,9 @@ export interface PasskeysService {
   readonly putPolicy: (
     developerId: string,
     input: { readonly attestation?: "none" | "direct" | undefined; readonly allowedAaguids?: ReadonlyArray<string> | null | undefined; readonly requireBackupEligible?: boolean | undefined }
-  ) => Effect.Effect<AttestationPolicy, BadRequest | Unprocessable>
+  ) => Effect.Effect<AttestationPolicy, BadRequest | AttestationAnchorsRequired>
   /** assertion options for one pending authorization request of the developer */
-  readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
+  readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   /** verifies the assertion and approves the request it is bound to */
   readonly verifyAssertion: (
     developerId: string,
@@ -83,7 +87,7 @@ export interface PasskeysService {
     expectedAuthRequestId?: string
   ) => Effect.Effect<AssertionOutcome, AssertionError>
   /** consent page helpers: the developer is the pending request's own */
-  readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
+  readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   readonly verifyAssertionForRequest: (
     authRequestId: string,
     input: { readonly challengeId: string; readonly response: unknown }
@@ -101,9 +105,9 @@ export interface SignalInfo {
 export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
 
 /** the errors an assertion may answer with (the approval's own included); anything else is a defect */
-export type AssertionError = BadRequest | Forbidden | NotFound | Conflict | Gone | Unprocessable
-const ASSERTION_ERRORS = [BadRequest, Forbidden, NotFound, Conflict, Gone, Unprocessable] as const
-const isAssertionError = (e: unknown): e is AssertionError => ASSERTION_ERRORS.some((C) => e instanceof C)
+export type AssertionError =
+  | InvalidChallenge | PasskeyVerificationFailed | PasskeyCounterRegressed | CredentialNotAllowed | UnknownCredential
+  | RequestNotPending | ApprovalError
 
 export const PasskeysServiceLive = Layer.effect(
   Passkeys,
@@ -118,7 +122,7 @@ export const PasskeysServiceLive = Layer.effect(
     const policies = makePolicyStore(sql, config.webauthnTrust)
     yield* configureTrustAnchors(config.webauthnTrust)
     const credentialsOf = store.activeOf
-    const notFound = () => err.notFound("NOT_FOUND", "Passkey not found")
+    const notFound = () => new NotFound({ message: "Passkey not found" })
 
     const { storeChallenge, consumeChallenge } = makeChallenges(sql)
     const { registrationOptions, verifyRegistration } = makeRegistration({ sql, config, events, store, policies, storeChallenge, consumeChallenge })
@@ -164,7 +168,7 @@ export const PasskeysServiceLive = Layer.effect(
       Effect.gen(function*() {
         const credentials = yield* credentialsOf(request.developerId, request.principalId)
         if (credentials.length === 0) {
-          return yield* Effect.fail(err.unprocessable("NO_CREDENTIALS", "The principal has no registered passkey"))
+          return yield* Effect.fail(new NoCredentials({ message: "The principal has no registered passkey" }))
         }
         const publicKey = yield* Effect.promise(() =>
           generateAuthenticationOptions({
@@ -191,7 +195,7 @@ export const PasskeysServiceLive = Layer.effect(
         Effect.orDie
       )
 
-    const noPendingRequest = () => err.notFound("NOT_FOUND", "No pending authorization request with this id")
+    const noPendingRequest = () => new NotFound({ message: "No pending authorization request with this id" })
 
     const assertionOptions: PasskeysService["assertionOptions"] = (developerId, authRequestId) =>
       Effect.gen(function*() {
@@ -218,14 +222,14 @@ export const PasskeysServiceLive = Layer.effect(
         const credential = yield* store.byCredentialId(developerId, response.id)
         const request = yield* pendingRequest(challenge.authRequestId, developerId)
         if (request === undefined) {
-          return yield* Effect.fail(err.gone("REQUEST_NOT_PENDING", "The authorization request is no longer pending"))
+          return yield* Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
         }
         if (credential === undefined && !(yield* registeredAnywhere(response.id))) {
           // deleted or never registered: the page may tell the authenticator (signalUnknownCredential)
-          return yield* Effect.fail(err.forbidden("UNKNOWN_CREDENTIAL", "This passkey is not registered (or was deleted)"))
+          return yield* Effect.fail(new UnknownCredential({ message: "This passkey is not registered (or was deleted)" }))
         }
         if (credential === undefined || credential.principalId !== request.principalId || credential.principalId !== challenge.principalId) {
-          return yield* Effect.fail(err.forbidden("CREDENTIAL_NOT_ALLOWED", "This passkey is not registered to the request's principal"))
+          return yield* Effect.fail(new CredentialNotAllowed({ message: "This passkey is not registered to the request's principal" }))
         }
         const storedCounter = Number(credential.counter)
         const result = yield* Effect.tryPromise({
@@ -258,7 +262,7 @@ export const PasskeysServiceLive = Layer.effect(
             principalId: credential.principalId,
             metadata: { passkeyId: credential.id, storedCounter, presentedCounter: info.newCounter, authRequestId: challenge.authRequestId }
           })
-          return yield* Effect.fail(err.forbidden("VERIFICATION_FAILED", "Passkey verification failed: the signature counter went backwards (a cloned authenticator?)"))
+          return yield* Effect.fail(new PasskeyCounterRegressed({ message: "Passkey verification failed: the signature counter went backwards (a cloned authenticator?)" }))
         }
         const assertedAt = new Date(ms)
         const approved = yield* sql.withTransaction(Effect.gen(function*() {
@@ -268,9 +272,7 @@ export const PasskeysServiceLive = Layer.effect(
               backed_up = ${info.credentialBackedUp}
             WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true }).pipe(
-            Effect.catchAll((e) => isAssertionError(e) ? Effect.fail(e) : Effect.die(e))
-          )
+          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true })
           yield* events.emit(developerId, "fido.assertion", { id: credential.id, authRequestId: challenge.authRequestId, grantId: approved.grantId })
           return approved
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -292,7 +294,7 @@ export const PasskeysServiceLive = Layer.effect(
     const verifyAssertionForRequest: PasskeysService["verifyAssertionForRequest"] = (authRequestId, input) =>
       Effect.flatMap(pendingRequest(authRequestId), (request) =>
         request === undefined
-          ? Effect.fail(err.gone("REQUEST_NOT_PENDING", "The authorization request is no longer pending"))
+          ? Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
           : verifyAssertion(request.developerId, input, authRequestId))
 
     return {

@@ -15,7 +15,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import type { PrincipalSession } from "./Service.ts"
 
@@ -80,9 +80,10 @@ export class PrincipalSessionsApi extends HttpApiGroup.make("principalSessions")
       }))
       .addSuccess(Schema.Struct({ sessionToken: Schema.String, dashboardUrl: Schema.String, expiresAt: Schema.String }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .annotate(RatePolicy, { routeLimit: 60, routeKey: "apiKey" })
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}
 
@@ -110,6 +111,7 @@ export class PrincipalApi extends HttpApiGroup.make("principal")
       .annotate(RatePolicy, { routeLimit: 30 })
   )
   .addError(Unauthorized)
+  .addError(PublicRouteErrors)
   .middleware(PrincipalAuthentication)
 {}
 
@@ -146,4 +148,5 @@ export class PermissionsPageApi extends HttpApiGroup.make("permissionsPage")
     HttpApiEndpoint.post("removeConfirm", "/permissions/passkeys/remove/confirm").setPayload(PasskeyForm).addSuccess(Html)
       .annotate(RatePolicy, { routeLimit: 30 })
   )
+  .addError(PublicRouteErrors)
 {}

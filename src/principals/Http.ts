@@ -3,7 +3,7 @@ import { Effect, Layer, Redacted } from "effect"
 import { Api } from "../Api.ts"
 import { Passkeys } from "../passkeys/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { Unauthorized } from "../platform/Errors.ts"
 import { pageParams } from "../platform/Pagination.ts"
 import { CurrentPrincipal, PrincipalAuthentication } from "./Api.ts"
 import { bootPage, confirmPage, messagePage, type Page, PERMISSIONS_SCRIPT, permissionsPage, removePasskeyPage } from "./Page.ts"
@@ -16,7 +16,7 @@ export const PrincipalAuthenticationLive = Layer.effect(
     sessionToken: (token: Redacted.Redacted<string>) =>
       Effect.flatMap(principals.resolve(Redacted.value(token)), (session) =>
         session === undefined
-          ? Effect.fail(err.unauthorized("Invalid, expired or missing principal session token"))
+          ? Effect.fail(new Unauthorized({ message: "Invalid, expired or missing principal session token" }))
           : Effect.succeed(session))
   }))
 )

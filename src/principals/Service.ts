@@ -14,7 +14,7 @@ import { describeScope } from "../authorization/Scopes.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
 import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
-import { type BadRequest, err, type NotFound } from "../platform/Errors.ts"
+import { BadRequest, NotFound } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { type CursorPosition, toPage } from "../platform/Pagination.ts"
@@ -123,9 +123,10 @@ export const PrincipalsLive = Layer.effect(
       Effect.gen(function*() {
         const seconds = input.expiresIn === undefined ? DEFAULT_SESSION_SECONDS : parseDuration(input.expiresIn)
         if (seconds === undefined || seconds > MAX_SESSION_SECONDS) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m or 24h and be at most 24h", [
-            { path: "expiresIn", message: "a duration of at most 24h" }
-          ]))
+          return yield* Effect.fail(new BadRequest({
+            message: "expiresIn must look like 90s, 15m or 24h and be at most 24h",
+            details: [{ path: "expiresIn", message: "a duration of at most 24h" }]
+          }))
         }
         const ms = yield* nowMillis
         const sessionToken = `pst_${randomBytes(32).toString("base64url")}`
@@ -232,7 +233,7 @@ export const PrincipalsLive = Layer.effect(
         const grant = yield* grants.find(session.developerId, grantId)
         // another principal's grant is answered like an unknown one
         if (grant === undefined || grant.principalId !== session.principalId) {
-          return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+          return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
         }
         const revoked = (yield* grants.revoke(session.developerId, grantId)) ?? []
         if (grant.status === "active") {

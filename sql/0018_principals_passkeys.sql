@@ -14,9 +14,8 @@ CREATE INDEX principal_sessions_expiry ON principal_sessions (expires_at);
 -- How a grant was made (consent, sso, passkey, policy, developer); NULL on grants made before this
 -- column, whose method the principal views derive from the request or bundle that made them.
 ALTER TABLE grants ADD COLUMN approval_method text;
--- a principal's own lists read only their rows
-CREATE INDEX grants_principal ON grants (developer_id, principal_id, created_at DESC, id DESC);
-CREATE INDEX audit_log_principal ON audit_log (developer_id, principal_id, created_at DESC, id DESC) WHERE principal_id IS NOT NULL;
+-- a principal's own lists read only their rows (grants_principal and audit_log_principal come with
+-- 0014); the approval method is read from the request that made the grant
 CREATE INDEX auth_requests_grant ON auth_requests (grant_id) WHERE grant_id IS NOT NULL;
 
 -- WebAuthn user handles: 32 random bytes per (developer, principal), never the principal id.

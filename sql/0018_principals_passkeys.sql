@@ -17,6 +17,9 @@ ALTER TABLE grants ADD COLUMN approval_method text;
 -- a principal's own lists read only their rows (grants_principal and audit_log_principal come with
 -- 0014); the approval method is read from the request that made the grant
 CREATE INDEX auth_requests_grant ON auth_requests (grant_id) WHERE grant_id IS NOT NULL;
+-- a bundle's grant: the approval its consentRequestId consumed (decisions §12)
+CREATE INDEX consent_bundles_grant ON consent_bundles (grant_id);
+CREATE INDEX auth_requests_bundle ON auth_requests (consumed_by_bundle_id) WHERE consumed_by_bundle_id IS NOT NULL;
 
 -- WebAuthn user handles: 32 random bytes per (developer, principal), never the principal id.
 CREATE TABLE webauthn_user_handles (

@@ -78,12 +78,13 @@ const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
 const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/
 
 /**
- * How a grant was made: the stored method, else derived from what made it (a consent request with
- * or without a passkey, a bundle, a delegation, a sandbox developer's automatic approval).
+ * How a grant was made: the stored method, else derived from what made it: an authorization request
+ * approved with or without a passkey (directly, or consumed by the consent bundle that holds the
+ * grant), else the application (a bundle without consent, a delegation, a sandbox's automatic approval).
  */
 const GRANT_SELECT = `
-  SELECT g.id, g.agent_id, a.name AS agent_name, a.status AS agent_status, g.scopes, g.issued_at, g.expires_at, g.parent_grant_id,
-         g.delegation_depth, g.created_at,
+  SELECT g.id, g.agent_id, a.name AS agent_name, a.status AS agent_status, g.scopes, g.issued_at, g.expires_at,
+         g.parent_grant_id, g.delegation_depth, g.created_at,
          COALESCE(g.approval_method,
            CASE WHEN r.fido_verified_at IS NOT NULL THEN 'passkey'
                 WHEN r.id IS NOT NULL AND d.mode <> 'sandbox' THEN 'consent'
@@ -91,7 +92,13 @@ const GRANT_SELECT = `
   FROM grants g
   JOIN agents a ON a.id = g.agent_id
   JOIN developers d ON d.id = g.developer_id
-  LEFT JOIN LATERAL (SELECT id, fido_verified_at FROM auth_requests WHERE grant_id = g.id LIMIT 1) r ON true`
+  LEFT JOIN LATERAL (
+    SELECT id, fido_verified_at FROM auth_requests WHERE grant_id = g.id
+    UNION ALL
+    SELECT ar.id, ar.fido_verified_at FROM consent_bundles b JOIN auth_requests ar ON ar.consumed_by_bundle_id = b.id
+    WHERE b.grant_id = g.id
+    LIMIT 1
+  ) r ON true`
 
 interface GrantRow {
   readonly id: string

@@ -185,6 +185,34 @@ describe("GET /v1/principal/grants", () => {
     expect(after.body.grants.map((g: any) => g.grantId)).toEqual([b.grantId])
   })
 
+  test("approvalMethod: consent, a bundle made from a consent approval, a bundle without one, a sandbox approval", async () => {
+    const consented = await consentGrant("pia")
+    // a bundle from an approval the person made (consentRequestId): how the bundle's grant was made
+    const authz = await app.request("POST", "/v1/authorize", { apiKey: dev.apiKey, body: { agentId, principalId: "pia", scopes: ["email:read"] } })
+    await app.request("POST", `/v1/consent/${authz.body.authRequestId}/approve`)
+    await app.adjust("1 second")
+    const fromConsent = await app.request("POST", "/v1/consent-bundles", {
+      apiKey: dev.apiKey,
+      body: { agentId, userId: "pia", scopes: ["email:read"], consentRequestId: authz.body.authRequestId }
+    })
+    expect(fromConsent.status).toBe(201)
+    await app.adjust("1 second")
+    const plain = await app.request("POST", "/v1/consent-bundles", { apiKey: dev.apiKey, body: { agentId, userId: "pia", scopes: ["email:read"] } })
+    expect(plain.status).toBe(201)
+    const res = await app.request("GET", "/v1/principal/grants?limit=100", { bearer: await session("pia") })
+    const method = (grantId: string) => res.body.grants.find((g: any) => g.grantId === grantId)?.approvalMethod
+    const grantOf = async (bundleId: string) => (await app.query(`SELECT grant_id FROM consent_bundles WHERE id = $1`, [bundleId]))[0].grantId
+    expect(method(consented.grantId)).toBe("consent")
+    expect(method(await grantOf(fromConsent.body.bundleId))).toBe("consent")
+    expect(method(await grantOf(plain.body.bundleId))).toBe("developer")
+    const sandbox = await app.signup({ mode: "sandbox", plan: "enterprise" })
+    const sandboxAgent = await createAgent(app, sandbox.developerId, ["email:read"])
+    const auto = await app.request("POST", "/v1/authorize", { apiKey: sandbox.apiKey, body: { agentId: sandboxAgent, principalId: "pia", scopes: ["email:read"] } })
+    const token = await app.request("POST", "/v1/token", { apiKey: sandbox.apiKey, body: { code: auto.body.code, agentId: sandboxAgent } })
+    const sandboxList = await app.request("GET", "/v1/principal/grants", { bearer: await session("pia", sandbox.apiKey) })
+    expect(sandboxList.body.grants.map((g: any) => [g.grantId, g.approvalMethod])).toEqual([[token.body.grantId, "developer"]])
+  })
+
   test("a suspended agent's grant is listed (it may resume) and revocable; a deleted agent's is not listed", async () => {
     const paused = await createAgent(app, dev.developerId, ["email:read"], "Paused agent")
     const gone = await createAgent(app, dev.developerId, ["email:read"], "Deleted agent")

@@ -1,6 +1,7 @@
 /** Agents: registration and lookup, always scoped to the calling developer. */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
+import { Credentials } from "../credentials/Service.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import { err, type NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
@@ -55,6 +56,7 @@ export const AgentsServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const grants = yield* Grants
+    const credentials = yield* Credentials
     const notFound = () => err.notFound("NOT_FOUND", "Agent not found")
     const find = (developerId: string, agentId: string) =>
       sql.unsafe<AgentRecord>(
@@ -85,7 +87,7 @@ export const AgentsServiceLive = Layer.effect(
           (after === undefined ? [developerId, limit + 1] : [developerId, limit + 1, new Date(after.createdAt), after.id]) as any
         ).pipe(Effect.orDie),
       update: (developerId, agentId, patch) =>
-        Effect.gen(function*() {
+        sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           const rows = yield* sql.unsafe<AgentRecord>(
             `UPDATE agents SET
@@ -100,15 +102,19 @@ export const AgentsServiceLive = Layer.effect(
               patch.status !== undefined, patch.status ?? null, at]
           ).pipe(Effect.orDie)
           if (rows.length === 0) return yield* Effect.fail(notFound())
+          // decisions §18: suspension bits of its credentials set (or cleared) in the same transaction
+          if (patch.status !== undefined) yield* credentials.setAgentSuspended(developerId, agentId, patch.status === "suspended", at)
           return rows[0]!
-        }),
+        })).pipe(Effect.catchTag("SqlError", Effect.die)),
       remove: (developerId, agentId) =>
-        Effect.gen(function*() {
+        sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           const rows = yield* sql`UPDATE agents SET deleted_at = ${at}, status = 'suspended', updated_at = ${at}
                                   WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
           if (rows.length === 0) return yield* Effect.fail(notFound())
-        }),
+          // decisions §18: a deleted agent's credentials read suspended for good (it cannot be reactivated)
+          yield* credentials.setAgentSuspended(developerId, agentId, true, at)
+        })).pipe(Effect.catchTag("SqlError", Effect.die)),
       view: (a) => ({
         agentId: a.id,
         did: grants.agentDid(a.id),

@@ -11,6 +11,7 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
+import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import { type BadRequest, err, type Forbidden, type Gone, type NotFound, type Unprocessable } from "../platform/Errors.ts"
@@ -87,6 +88,8 @@ export interface TokenResponse {
   readonly scopes: ReadonlyArray<string>
   readonly refreshToken: string
   readonly grantId: string
+  readonly verifiableCredential?: string
+  readonly sdJwtCredential?: string
 }
 
 export interface AuthorizationService {
@@ -102,7 +105,10 @@ export interface AuthorizationService {
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
   readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | Forbidden>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
-  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
+  readonly exchangeCode: (
+    developer: Developer,
+    input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
+  ) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
 }
 
@@ -130,6 +136,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
+    const credentials = yield* Credentials
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -310,6 +317,8 @@ export const AuthorizationServiceLive = Layer.effect(
 
     const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
       Effect.gen(function*() {
+        // decisions §18: the credential asked for is checked before the code is spent
+        const wanted = yield* credentials.parseRequest(input)
         // A replay revokes the grant and must commit even though the request fails.
         const outcome = yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis
@@ -341,7 +350,10 @@ export const AuthorizationServiceLive = Layer.effect(
           if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
             return { error: "The grant is no longer active" } as const
           }
-          return { tokens: yield* issueTokens(grant, ms) } as const
+          const tokens = yield* issueTokens(grant, ms)
+          // decisions §18: issued in the token's transaction; a failure issues nothing
+          const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
+          return { tokens: { ...tokens, ...issued } } as const
         })).pipe(Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))

@@ -1,0 +1,234 @@
+/**
+ * Credentials (decisions §18): issuance of `vc+jwt` and `dc+sd-jwt` credentials for a grant inside
+ * the caller's transaction (the token's, the delegation's), random places in the developer's status
+ * lists, and the status bits flipped inside the revocation and suspension transactions.
+ *
+ * Issuance never fails quietly: any failure fails the caller's transaction, so nothing is issued.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { randomInt, randomUUID } from "node:crypto"
+import { Config } from "../Config.ts"
+import type { GrantRecord } from "../grants/Service.ts"
+import { type BadRequest, err, type NotFound } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import { ulid } from "../platform/Ids.ts"
+import { Keys } from "../platform/Keys.ts"
+import type { CursorPosition } from "../platform/Pagination.ts"
+import { nowMillis } from "../platform/Time.ts"
+import { checkFormat, type CredentialFormat, holderJwkOf, sdJwtParts, statusListUrl, type SubjectGrant, vcJwtClaims } from "./Formats.ts"
+import { makeLists, type StatusLists } from "./Lists.ts"
+import { COUNTER_SHARDS, type CredentialRow, type Flipped, makeRepo } from "./Repo.ts"
+import { FULL_AT, LIST_SIZE, randomIndices } from "./StatusList.ts"
+import { VcKeys, VcKeysLive } from "./Keys.ts"
+
+export interface IssueRequest {
+  readonly format: CredentialFormat
+  readonly holderJwk?: Record<string, string>
+  readonly fidoVerifiedAt?: Date | null
+}
+
+export interface Issued {
+  readonly verifiableCredential?: string
+  readonly sdJwtCredential?: string
+}
+
+/** GET /v1/credentials(/:id) */
+export const credentialView = (c: CredentialRow, nowMs: number, agentDid: string) => ({
+  id: c.id,
+  grantId: c.grantId,
+  developerId: c.developerId,
+  principalId: c.principalId,
+  agentDid,
+  format: c.format,
+  credential: c.credential,
+  status: c.status === "revoked" ? "revoked" as const : c.expiresAt.getTime() <= nowMs ? "expired" as const : c.suspended ? "suspended" as const : "active" as const,
+  statusListIdx: c.statusIdx,
+  revocationListId: c.revocationListId,
+  suspensionListId: c.suspensionListId,
+  issuedAt: c.issuedAt.toISOString(),
+  expiresAt: c.expiresAt.toISOString(),
+  revokedAt: c.revokedAt?.toISOString() ?? null
+})
+
+export interface CredentialsService {
+  /** `credentialFormat` and `holderKey` of a token request, checked before anything is spent (400) */
+  readonly parseRequest: (input: { readonly credentialFormat?: string; readonly holderKey?: unknown }) => Effect.Effect<IssueRequest, BadRequest>
+  /** the credentials a token request asked for, in the caller's transaction */
+  readonly issueFor: (grant: GrantRecord, request: IssueRequest) => Effect.Effect<Issued>
+  /** one credential for an existing grant (POST /v1/credentials/issue) */
+  readonly issueOne: (grant: GrantRecord, format: "vc+jwt" | "dc+sd-jwt", holderJwk?: Record<string, string>) => Effect.Effect<CredentialRow>
+  /** revocation bits of the grants' credentials, in the revocation's transaction (decisions part two: one revocation path) */
+  readonly revokeForGrants: (developerId: string, grantIds: ReadonlyArray<string>, at: Date) => Effect.Effect<void>
+  /** suspension bits of the agent's credentials (and those delegated from its grants), in the suspension's transaction */
+  readonly setAgentSuspended: (developerId: string, agentId: string, suspended: boolean, at: Date) => Effect.Effect<void>
+  readonly find: (developerId: string, id: string) => Effect.Effect<CredentialRow, NotFound>
+  readonly list: (
+    developerId: string,
+    filters: { grantId?: string; principalId?: string; status?: "active" | "revoked" },
+    after: CursorPosition | undefined,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<CredentialRow>>
+  readonly credentialByUuid: (uuid: string) => Effect.Effect<CredentialRow | undefined>
+  readonly lists: StatusLists
+  readonly agentDid: (agentId: string) => string
+}
+
+export class Credentials extends Context.Tag("agent-auth/Credentials")<Credentials, CredentialsService>() {}
+
+export const CredentialsServiceLive = Layer.effect(
+  Credentials,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const events = yield* Events
+    const keys = yield* VcKeys
+    const rsa = yield* Keys
+    const repo = makeRepo(sql)
+    const lists = makeLists({ repo, keys, rsaKid: rsa.kid, baseUrl: config.publicBaseUrl })
+    const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
+
+    const parseRequest: CredentialsService["parseRequest"] = (input) => {
+      const format = input.credentialFormat ?? "jwt"
+      const problem = checkFormat(format)
+      if (problem !== undefined) return Effect.fail(err.badRequest("BAD_REQUEST", problem))
+      if (input.holderKey === undefined) return Effect.succeed({ format: format as CredentialFormat })
+      if (format !== "sd-jwt") return Effect.fail(err.badRequest("BAD_REQUEST", "holderKey is only used with credentialFormat sd-jwt"))
+      const holder = holderJwkOf(input.holderKey)
+      if ("error" in holder) return Effect.fail(err.badRequest("BAD_REQUEST", holder.error))
+      return Effect.succeed({ format: "sd-jwt", holderJwk: holder.jwk })
+    }
+
+    /** a random free index in the developer's open pair of lists (a new pair when none is open) */
+    const place = (developerId: string, grantId: string, at: Date) =>
+      Effect.gen(function*() {
+        for (let attempt = 0; attempt < 8; attempt++) {
+          const row = yield* repo.allocate(developerId, grantId, randomIndices(32))
+          // revoked meanwhile (the caller checked it active): nothing is issued, the caller's transaction fails
+          if (row.grantActive !== true) return yield* Effect.dieMessage("the grant is no longer active")
+          if (row.id === null) {
+            yield* repo.openPair(developerId, `vcsl_${ulid(at.getTime())}`, `vcsl_${ulid(at.getTime())}`, LIST_SIZE, at)
+            continue
+          }
+          const used = row.used ?? (yield* repo.countBlocking(row.id, randomInt(COUNTER_SHARDS)))
+          // a shard's count is a cheap sign; the exact total is read only near the threshold
+          if (used * COUNTER_SHARDS >= FULL_AT * row.size && (yield* repo.usedTotal(row.id)) >= FULL_AT * row.size) {
+            yield* repo.closePair(row.id, row.partnerId)
+          }
+          if (row.idx === null) continue
+          return { revocationListId: row.id, suspensionListId: row.partnerId, index: row.idx }
+        }
+        return yield* Effect.dieMessage("no free status list index")
+      })
+
+    const subjectOf = (grant: GrantRecord): SubjectGrant => ({
+      id: grant.id,
+      agentDid: agentDid(grant.agentId),
+      agentId: grant.agentId,
+      principalId: grant.principalId,
+      developerId: grant.developerId,
+      scopes: grant.scopes,
+      delegationDepth: grant.delegationDepth,
+      expiresAt: grant.expiresAt
+    })
+
+    const issueOne = (grant: GrantRecord, format: "vc+jwt" | "dc+sd-jwt", holderJwk?: Record<string, string>, fidoVerifiedAt?: Date | null) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const at = new Date(ms)
+        for (let attempt = 0; attempt < 4; attempt++) {
+          const placement = yield* place(grant.developerId, grant.id, at)
+          const status = {
+            revocationUrl: statusListUrl(config.publicBaseUrl, placement.revocationListId),
+            suspensionUrl: statusListUrl(config.publicBaseUrl, placement.suspensionListId),
+            index: placement.index
+          }
+          const uuid = randomUUID()
+          const common = { issuer: keys.did, baseUrl: config.publicBaseUrl, uuid, grant: subjectOf(grant), status, issuedAtMs: ms }
+          let credential: string
+          if (format === "vc+jwt") {
+            credential = yield* keys.sign(vcJwtClaims({ ...common, fidoVerifiedAt }), { typ: "vc+jwt", cty: "vc" })
+          } else {
+            const { claims, disclosures } = sdJwtParts({ ...common, ...(holderJwk ? { holderJwk } : {}) })
+            credential = `${yield* keys.sign(claims, { typ: "dc+sd-jwt" })}~${disclosures.join("~")}~`
+          }
+          const row = {
+            id: `vc_${ulid(ms)}`,
+            uuid,
+            developerId: grant.developerId,
+            grantId: grant.id,
+            agentId: grant.agentId,
+            principalId: grant.principalId,
+            format,
+            credential,
+            kid: keys.current.kid,
+            revocationListId: placement.revocationListId,
+            suspensionListId: placement.suspensionListId,
+            statusIdx: placement.index,
+            issuedAt: at,
+            expiresAt: grant.expiresAt
+          }
+          // a concurrent issuance may have taken the index since it was found free: draw again
+          if (!(yield* repo.insertCredential(row))) continue
+          yield* events.emit(grant.developerId, format === "vc+jwt" ? "vc.issued" : "sd-jwt.issued", {
+            credentialId: row.id,
+            grantId: grant.id,
+            agentId: grant.agentId,
+            format,
+            expiresAt: grant.expiresAt.toISOString()
+          })
+          return { ...row, status: "active" as const, suspended: false, revokedAt: null }
+        }
+        return yield* Effect.dieMessage("could not place the credential in a status list")
+      }).pipe(Effect.orDie)
+
+    const issueFor: CredentialsService["issueFor"] = (grant, request) =>
+      Effect.gen(function*() {
+        if (request.format === "jwt") return {}
+        if (request.format === "sd-jwt") return { sdJwtCredential: (yield* issueOne(grant, "dc+sd-jwt", request.holderJwk)).credential }
+        return { verifiableCredential: (yield* issueOne(grant, "vc+jwt", undefined, request.fidoVerifiedAt)).credential }
+      })
+
+    const announce = (flipped: ReadonlyArray<Flipped>, purpose: "revocation" | "suspension", set: boolean) =>
+      Effect.gen(function*() {
+        if (flipped.length === 0) return
+        lists.changed(flipped.map((f) => ({ listId: f.listId, partnerId: f.partnerId, version: f.version })))
+        yield* events.emitMany(flipped.flatMap((f) =>
+          f.credentialIds.map((credentialId, i) => ({
+            developerId: f.developerId,
+            type: "vc.revoked" as const,
+            data: { credentialId, grantId: f.grantIds[i], statusPurpose: purpose, statusSet: set }
+          }))
+        ))
+      })
+
+    const revokeForGrants: CredentialsService["revokeForGrants"] = (_developerId, grantIds, at) =>
+      grantIds.length === 0
+        ? Effect.void
+        : repo.revokeForGrants(grantIds, at).pipe(Effect.flatMap((f) => announce(f, "revocation", true)), Effect.orDie)
+
+    const setAgentSuspended: CredentialsService["setAgentSuspended"] = (developerId, agentId, suspended, at) =>
+      repo.setSuspended(developerId, agentId, suspended, at).pipe(Effect.flatMap((f) => announce(f, "suspension", suspended)), Effect.orDie)
+
+    const find: CredentialsService["find"] = (developerId, id) =>
+      repo.findCredential(developerId, id).pipe(
+        Effect.orDie,
+        Effect.flatMap((row) => row === undefined ? Effect.fail(err.notFound("NOT_FOUND", "Credential not found")) : Effect.succeed(row))
+      )
+
+    return {
+      parseRequest,
+      issueFor,
+      issueOne: (grant, format, holderJwk) => issueOne(grant, format, holderJwk),
+      revokeForGrants,
+      setAgentSuspended,
+      find,
+      list: (developerId, filters, after, limit) => repo.listCredentials(developerId, filters, after, limit).pipe(Effect.orDie),
+      credentialByUuid: (uuid) => repo.credentialByUuid(uuid).pipe(Effect.orDie),
+      lists,
+      agentDid
+    }
+  })
+)
+
+export const CredentialsLive = CredentialsServiceLive.pipe(Layer.provideMerge(VcKeysLive))

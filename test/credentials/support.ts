@@ -24,11 +24,13 @@ mock.module("cross-fetch", () => ({ default: shim, fetch: shim }))
 
 const { Resolver } = await import("did-resolver")
 const { getResolver } = await import("web-did-resolver")
+// @ts-ignore the package ships no types
 export const { decodeList } = await import("@digitalbazaar/vc-bitstring-status-list")
 const { SDJwtVcInstance } = await import("@sd-jwt/sd-jwt-vc")
 const { digest } = await import("@sd-jwt/crypto-nodejs")
 
-const resolver = new Resolver(getResolver())
+// web-did-resolver bundles its own (older) did-resolver types
+const resolver = new Resolver(getResolver() as any)
 
 const BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 const base58 = (text: string) => {

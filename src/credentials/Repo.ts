@@ -1,6 +1,7 @@
 /** Credentials and status lists (decisions §18): SQL only. Every statement runs in the caller's transaction when there is one. */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { DELIVERY_CHANNEL, insertDeliveriesSql } from "../platform/Events.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
 
 export const COUNTER_SHARDS = 32
@@ -58,33 +59,53 @@ export interface Flipped {
 }
 
 export const makeRepo = (sql: SqlClient.SqlClient) => {
+  /** the developer's open revocation list (and its suspension partner) */
+  const openList = (developerId: string) =>
+    sql<{ id: string; partnerId: string; size: number }>`
+      SELECT id, partner_id, size FROM vc_status_lists WHERE developer_id = ${developerId} AND purpose = 'revocation' AND open`.pipe(
+      Effect.map((rows) => rows[0])
+    )
+
   /**
-   * One round trip: the grant locked against a concurrent revocation (FOR SHARE: the revocation
-   * either waits for this issuance and then flips its bit, or commits first and is seen here), the
-   * developer's open revocation list, the first of the candidate indices free in it, and one counter
-   * shard that no concurrent issuance holds (SKIP LOCKED) counted up.
+   * Issuance in one round trip: the grant locked against a concurrent revocation (FOR SHARE: the
+   * revocation either waits for this issuance and then flips its bit, or commits first and is seen
+   * here), the credential inserted at its index unless the index is taken or the list closed, one
+   * counter shard that no concurrent issuance holds (SKIP LOCKED) counted up, and the event with its
+   * webhook deliveries (the outbox, as Events.emit writes it).
    */
-  const allocate = (developerId: string, grantId: string, candidates: ReadonlyArray<number>) =>
-    sql.unsafe<{ grantActive: boolean | null; id: string | null; partnerId: string; size: number; idx: number | null; used: number | null }>(
+  const insertIssued = (
+    row: Omit<CredentialRow, "status" | "suspended" | "revokedAt">,
+    event: { readonly id: string; readonly type: string; readonly data: Record<string, unknown>; readonly maxAttempts: number }
+  ) =>
+    sql.unsafe<{ grantActive: boolean | null; listOpen: boolean | null; inserted: string | null; used: number | null; deliveries: number }>(
       `WITH grant_row AS (
-         SELECT true AS active FROM grants WHERE id = $3 AND status = 'active' FOR SHARE
+         SELECT true AS active FROM grants WHERE id = $4 AND status = 'active' FOR SHARE
        ), list AS (
-         SELECT id, partner_id, size FROM vc_status_lists WHERE developer_id = $1 AND purpose = 'revocation' AND open
-       ), pick AS (
-         SELECT u.c AS idx FROM list, unnest($2::int[]) WITH ORDINALITY AS u(c, o)
-         WHERE u.c < list.size
-           AND NOT EXISTS (SELECT 1 FROM vc_credentials v WHERE v.revocation_list_id = list.id AND v.status_idx = u.c)
-         ORDER BY u.o LIMIT 1
+         SELECT true AS open FROM vc_status_lists WHERE id = $10 AND open
+       ), ins AS (
+         INSERT INTO vc_credentials (id, uuid, developer_id, grant_id, agent_id, principal_id, format, credential, kid,
+           revocation_list_id, suspension_list_id, status_idx, issued_at, expires_at)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+         WHERE EXISTS (SELECT 1 FROM grant_row) AND EXISTS (SELECT 1 FROM list)
+         ON CONFLICT (revocation_list_id, status_idx) DO NOTHING RETURNING id, developer_id
        ), shard AS (
-         SELECT list_id, shard FROM vc_status_counters WHERE list_id = (SELECT id FROM list)
+         SELECT list_id, shard FROM vc_status_counters WHERE list_id = $10 AND EXISTS (SELECT 1 FROM ins)
          ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED
        ), counted AS (
          UPDATE vc_status_counters c SET used = c.used + 1 FROM shard
          WHERE c.list_id = shard.list_id AND c.shard = shard.shard RETURNING c.used
-       )
-       SELECT (SELECT active FROM grant_row) AS grant_active, list.id, list.partner_id, list.size, pick.idx, counted.used
-       FROM (SELECT 1) AS one LEFT JOIN list ON true LEFT JOIN pick ON true LEFT JOIN counted ON true`,
-      [developerId, [...candidates], grantId] as any
+       ), event AS (
+         INSERT INTO events (id, developer_id, type, data, created_at)
+         SELECT $15, ins.developer_id, $16, $17::jsonb, $13 FROM ins
+         RETURNING id, developer_id, type
+       ), deliveries AS (${insertDeliveriesSql("$18", "$13")})
+       SELECT (SELECT active FROM grant_row) AS grant_active, (SELECT open FROM list) AS list_open,
+              (SELECT id FROM ins) AS inserted, (SELECT used FROM counted) AS used,
+              (SELECT count(*) FROM deliveries)::int AS deliveries,
+              (SELECT pg_notify($19, $3) WHERE EXISTS (SELECT 1 FROM deliveries))::text AS notified`,
+      [row.id, row.uuid, row.developerId, row.grantId, row.agentId, row.principalId, row.format, row.credential, row.kid,
+        row.revocationListId, row.suspensionListId, row.statusIdx, row.issuedAt, row.expiresAt,
+        event.id, event.type, JSON.stringify(event.data), event.maxAttempts, DELIVERY_CHANNEL] as any
     ).pipe(Effect.map((rows) => rows[0]!))
 
   /** every shard locked by concurrent issuances: count on one of them, waiting for it */
@@ -116,17 +137,6 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
 
   const closePair = (listId: string, partnerId: string) =>
     sql`UPDATE vc_status_lists SET open = false WHERE id IN (${listId}, ${partnerId})`
-
-  /** false when a concurrent issuance took the index first */
-  const insertCredential = (row: Omit<CredentialRow, "status" | "suspended" | "revokedAt">) =>
-    sql.unsafe<{ id: string }>(
-      `INSERT INTO vc_credentials (id, uuid, developer_id, grant_id, agent_id, principal_id, format, credential, kid,
-         revocation_list_id, suspension_list_id, status_idx, issued_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-       ON CONFLICT (revocation_list_id, status_idx) DO NOTHING RETURNING id`,
-      [row.id, row.uuid, row.developerId, row.grantId, row.agentId, row.principalId, row.format, row.credential, row.kid,
-        row.revocationListId, row.suspensionListId, row.statusIdx, row.issuedAt, row.expiresAt] as any
-    ).pipe(Effect.map((rows) => rows.length > 0))
 
   /** one statement: the grants' active credentials marked revoked and their revocation bits set */
   const revokeForGrants = (grantIds: ReadonlyArray<string>, at: Date) =>
@@ -232,7 +242,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       ).pipe(Effect.map((rows) => rows.map((r) => r.kid)))
 
   return {
-    allocate, countBlocking, usedTotal, openPair, closePair, insertCredential, revokeForGrants, setSuspended,
+    openList, insertIssued, countBlocking, usedTotal, openPair, closePair, revokeForGrants, setSuspended,
     listRows, storeSigned, findCredential, credentialByUuid, listCredentials, liveKids
   }
 }

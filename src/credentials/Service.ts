@@ -11,7 +11,7 @@ import { randomInt, randomUUID } from "node:crypto"
 import { Config } from "../Config.ts"
 import type { GrantRecord } from "../grants/Service.ts"
 import { type BadRequest, err, type NotFound } from "../platform/Errors.ts"
-import { Events } from "../platform/Events.ts"
+import { Events, nudgeDeliveryWorkers } from "../platform/Events.ts"
 import { ulid } from "../platform/Ids.ts"
 import { Keys } from "../platform/Keys.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
@@ -19,7 +19,7 @@ import { nowMillis } from "../platform/Time.ts"
 import { checkFormat, type CredentialFormat, holderJwkOf, sdJwtParts, statusListUrl, type SubjectGrant, vcJwtClaims } from "./Formats.ts"
 import { makeLists, type StatusLists } from "./Lists.ts"
 import { COUNTER_SHARDS, type CredentialRow, type Flipped, makeRepo } from "./Repo.ts"
-import { FULL_AT, LIST_SIZE, randomIndices } from "./StatusList.ts"
+import { FULL_AT, LIST_SIZE } from "./StatusList.ts"
 import { VcKeys, VcKeysLive } from "./Keys.ts"
 
 export interface IssueRequest {
@@ -99,26 +99,24 @@ export const CredentialsServiceLive = Layer.effect(
       return Effect.succeed({ format: "sd-jwt", holderJwk: holder.jwk })
     }
 
-    /** a random free index in the developer's open pair of lists (a new pair when none is open) */
-    const place = (developerId: string, grantId: string, at: Date) =>
+    /**
+     * The developer's open pair of lists, remembered per process: the issuing statement checks that
+     * it is still open (another instance may have closed it, or the transaction that opened it rolled
+     * back), and a stale guess costs one more read.
+     */
+    const openLists = new Map<string, { id: string; partnerId: string; size: number }>()
+    const openListFor = (developerId: string, at: Date) =>
       Effect.gen(function*() {
-        for (let attempt = 0; attempt < 8; attempt++) {
-          const row = yield* repo.allocate(developerId, grantId, randomIndices(32))
-          // revoked meanwhile (the caller checked it active): nothing is issued, the caller's transaction fails
-          if (row.grantActive !== true) return yield* Effect.dieMessage("the grant is no longer active")
-          if (row.id === null) {
-            yield* repo.openPair(developerId, `vcsl_${ulid(at.getTime())}`, `vcsl_${ulid(at.getTime())}`, LIST_SIZE, at)
-            continue
-          }
-          const used = row.used ?? (yield* repo.countBlocking(row.id, randomInt(COUNTER_SHARDS)))
-          // a shard's count is a cheap sign; the exact total is read only near the threshold
-          if (used * COUNTER_SHARDS >= FULL_AT * row.size && (yield* repo.usedTotal(row.id)) >= FULL_AT * row.size) {
-            yield* repo.closePair(row.id, row.partnerId)
-          }
-          if (row.idx === null) continue
-          return { revocationListId: row.id, suspensionListId: row.partnerId, index: row.idx }
+        const known = openLists.get(developerId)
+        if (known !== undefined) return known
+        let list = yield* repo.openList(developerId)
+        if (list === undefined) {
+          yield* repo.openPair(developerId, `vcsl_${ulid(at.getTime())}`, `vcsl_${ulid(at.getTime())}`, LIST_SIZE, at)
+          list = (yield* repo.openList(developerId))!
         }
-        return yield* Effect.dieMessage("no free status list index")
+        if (openLists.size >= 10_000) openLists.clear()
+        openLists.set(developerId, list)
+        return list
       })
 
     const subjectOf = (grant: GrantRecord): SubjectGrant => ({
@@ -136,12 +134,15 @@ export const CredentialsServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ms = yield* nowMillis
         const at = new Date(ms)
-        for (let attempt = 0; attempt < 4; attempt++) {
-          const placement = yield* place(grant.developerId, grant.id, at)
+        // An index drawn at random is taken with the probability the list is full (at most 90 %):
+        // then another is drawn. No issuance order leaks through the indices.
+        for (let attempt = 0; attempt < 40; attempt++) {
+          const list = yield* openListFor(grant.developerId, at)
+          const index = randomInt(list.size)
           const status = {
-            revocationUrl: statusListUrl(config.publicBaseUrl, placement.revocationListId),
-            suspensionUrl: statusListUrl(config.publicBaseUrl, placement.suspensionListId),
-            index: placement.index
+            revocationUrl: statusListUrl(config.publicBaseUrl, list.id),
+            suspensionUrl: statusListUrl(config.publicBaseUrl, list.partnerId),
+            index
           }
           const uuid = randomUUID()
           const common = { issuer: keys.did, baseUrl: config.publicBaseUrl, uuid, grant: subjectOf(grant), status, issuedAtMs: ms }
@@ -162,21 +163,32 @@ export const CredentialsServiceLive = Layer.effect(
             format,
             credential,
             kid: keys.current.kid,
-            revocationListId: placement.revocationListId,
-            suspensionListId: placement.suspensionListId,
-            statusIdx: placement.index,
+            revocationListId: list.id,
+            suspensionListId: list.partnerId,
+            statusIdx: index,
             issuedAt: at,
             expiresAt: grant.expiresAt
           }
-          // a concurrent issuance may have taken the index since it was found free: draw again
-          if (!(yield* repo.insertCredential(row))) continue
-          yield* events.emit(grant.developerId, format === "vc+jwt" ? "vc.issued" : "sd-jwt.issued", {
-            credentialId: row.id,
-            grantId: grant.id,
-            agentId: grant.agentId,
-            format,
-            expiresAt: grant.expiresAt.toISOString()
+          const outcome = yield* repo.insertIssued(row, {
+            id: `evt_${ulid(ms)}`,
+            type: format === "vc+jwt" ? "vc.issued" : "sd-jwt.issued",
+            data: { credentialId: row.id, grantId: grant.id, agentId: grant.agentId, format, expiresAt: grant.expiresAt.toISOString() },
+            maxAttempts: config.webhooks.maxAttempts
           })
+          // revoked meanwhile (the caller checked it active): nothing is issued, the caller's transaction fails
+          if (outcome.grantActive !== true) return yield* Effect.dieMessage("the grant is no longer active")
+          if (outcome.listOpen !== true) {
+            openLists.delete(grant.developerId)
+            continue
+          }
+          if (outcome.inserted === null) continue
+          if (outcome.deliveries > 0) nudgeDeliveryWorkers()
+          const used = outcome.used ?? (yield* repo.countBlocking(list.id, randomInt(COUNTER_SHARDS)))
+          // a shard's count is a cheap sign; the exact total is read only near the threshold
+          if (used * COUNTER_SHARDS >= FULL_AT * list.size && (yield* repo.usedTotal(list.id)) >= FULL_AT * list.size) {
+            yield* repo.closePair(list.id, list.partnerId)
+            openLists.delete(grant.developerId)
+          }
           return { ...row, status: "active" as const, suspended: false, revokedAt: null }
         }
         return yield* Effect.dieMessage("could not place the credential in a status list")

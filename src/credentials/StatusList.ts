@@ -7,7 +7,6 @@
  *   bits of the first byte, ZLIB-compressed, base64url. A pair of lists shares its indices, so the
  *   value is 1 (INVALID) when the revocation bit is set, 2 (SUSPENDED) when only the suspension bit is.
  */
-import { randomInt } from "node:crypto"
 import { deflateSync, gzipSync } from "node:zlib"
 
 /** entries per list: the Bitstring Status List minimum, for herd privacy */
@@ -39,11 +38,4 @@ export const encodeTokenStatusList = (revocation: Uint8Array, suspension: Uint8A
     }
   }
   return deflateSync(out).toString("base64url")
-}
-
-/** distinct random indices below `size`, to try in turn (no issuance order leaks through them) */
-export const randomIndices = (count: number, size = LIST_SIZE): Array<number> => {
-  const picked = new Set<number>()
-  while (picked.size < count) picked.add(randomInt(size))
-  return [...picked]
 }

@@ -131,6 +131,26 @@ describe("vc+jwt", () => {
 })
 
 describe("status list credential", () => {
+  test("a new pair of lists at 90 % full, and after a list was closed elsewhere", async () => {
+    const dev = await sandbox(app)
+    const listOf = async () => payloadOf((await dev.token({ credentialFormat: "vc-jwt" })).body.verifiableCredential).credentialStatus[0].statusListCredential as string
+    const first = await listOf()
+    const firstId = first.split("/").pop()
+    // the shards' counts say 90 % are used: the next issuance still lands in it, then closes it
+    await app.query("UPDATE vc_status_counters SET used = 3700 WHERE list_id = $1", [firstId])
+    expect(await listOf()).toBe(first)
+    const second = await listOf()
+    expect(second).not.toBe(first)
+    const lists = await app.query<{ purpose: string; open: boolean }>(
+      "SELECT purpose, open FROM vc_status_lists WHERE developer_id = $1 ORDER BY created_at, purpose", [dev.developerId])
+    expect(lists.map((l) => [l.purpose, l.open])).toEqual([["revocation", false], ["suspension", false], ["revocation", true], ["suspension", true]])
+    // closed by another instance: this one's remembered list is refused by the insert and read again
+    await app.query("UPDATE vc_status_lists SET open = false WHERE developer_id = $1", [dev.developerId])
+    const third = await listOf()
+    expect([first, second]).not.toContain(third)
+  })
+
+
   test("content negotiation, caching headers, ETag; signed once per change", async () => {
     const dev = await sandbox(app)
     const vc = (await dev.token({ credentialFormat: "vc-jwt" })).body.verifiableCredential as string

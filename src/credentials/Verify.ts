@@ -77,6 +77,12 @@ export const makeVerifier = (deps: VerifyDeps) => {
   const rsaKeySet = jose.createLocalJWKSet({ keys: deps.rsaJwks.keys as Array<jose.JWK> })
   const listPattern = new RegExp(`^${deps.baseUrl.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/v1/credentials/status/(vcsl_[0-9A-Z]{26})$`)
 
+  /** a list that cannot be read (the database away) is a status we do not know: fail closed */
+  const readBit = (run: <A>(e: Effect.Effect<A>) => Promise<A>, listId: string, index: number) =>
+    run(deps.lists.bit(listId, index)).catch(() => {
+      throw new Refused("STATUS_UNAVAILABLE")
+    })
+
   const issuerOf = (payload: Record<string, unknown>): unknown => {
     const issuer = payload.issuer ?? payload.iss
     return typeof issuer === "object" && issuer !== null ? (issuer as { id?: unknown }).id : issuer
@@ -115,7 +121,7 @@ export const makeVerifier = (deps: VerifyDeps) => {
       const match = typeof e?.statusListCredential === "string" ? listPattern.exec(e.statusListCredential) : null
       const index = typeof e?.statusListIndex === "string" && /^\d{1,7}$/.test(e.statusListIndex) ? Number(e.statusListIndex) : undefined
       if (match === null || index === undefined) throw new Refused("STATUS_UNAVAILABLE", "status list not ours or not readable")
-      const bit = await run(deps.lists.bit(match[1]!, index))
+      const bit = await readBit(run, match[1]!, index)
       if (bit === undefined) throw new Refused("STATUS_UNAVAILABLE", "status list not found")
       const purpose = e.statusPurpose === "revocation" || e.statusPurpose === "suspension" ? e.statusPurpose : bit.purpose
       if (purpose !== bit.purpose) throw new Refused("STATUS_UNAVAILABLE", "status purpose does not match the list")
@@ -194,7 +200,7 @@ export const makeVerifier = (deps: VerifyDeps) => {
     const ref = (payload.status as { status_list?: { idx?: unknown; uri?: unknown } } | undefined)?.status_list
     const match = typeof ref?.uri === "string" ? listPattern.exec(ref.uri) : null
     if (match === null || typeof ref?.idx !== "number" || !Number.isInteger(ref.idx)) throw new Refused("STATUS_UNAVAILABLE")
-    const bit = await run(deps.lists.bit(match[1]!, ref.idx))
+    const bit = await readBit(run, match[1]!, ref.idx)
     if (bit === undefined || bit.partnerSet === undefined) throw new Refused("STATUS_UNAVAILABLE")
     checks.status = true
     const status = bit.purpose === "revocation" ? { revoked: bit.set, suspended: bit.partnerSet } : { revoked: bit.partnerSet, suspended: bit.set }

@@ -321,6 +321,45 @@ describe("bad input: the §18 errors, never a 5xx", () => {
     expect((await app.request("POST", "/v1/credentials/present", { body: { sdJwt: "~~~" } })).body).toMatchObject({ valid: false })
   })
 
+  test("verify accepts the published implementation's RS256 JWTs with a VCDM 1.1 vc claim, fail closed like ours; expired credentials read EXPIRED", async () => {
+    const dev = await sandbox(app)
+    const res = await dev.token({ credentialFormat: "vc-jwt" })
+    const ours = payloadOf(res.body.verifiableCredential)
+    const { Keys } = await import("../../src/platform/Keys.ts")
+    const { VcKeys } = await import("../../src/credentials/Keys.ts")
+    const { Effect } = await import("effect")
+    const jose = await import("jose")
+    const rsa = await app.run(Keys)
+    const rsaKey = await jose.importPKCS8(rsa.privateKeyPem(), "RS256")
+    const legacy = (status: unknown, exp = Math.floor(Date.now() / 1000) + 3600) =>
+      new jose.SignJWT({ vc: { "@context": ["https://www.w3.org/ns/credentials/v2"], type: ["VerifiableCredential", "AgentGrantCredential"], credentialStatus: status } })
+        .setProtectedHeader({ alg: "RS256", typ: "JWT", kid: rsa.kid })
+        .setIssuer(ours.issuer).setSubject(ours.credentialSubject.id).setJti("urn:uuid:legacy").setIssuedAt().setExpirationTime(exp)
+        .sign(rsaKey)
+    const verify = async (credential: string) => (await app.request("POST", "/v1/credentials/verify", { body: { credential } })).body
+    const entry = { ...ours.credentialStatus[0], type: "StatusList2021Entry" }
+    expect(await verify(await legacy(entry))).toMatchObject({ valid: true, checks: { format: "jwt-vc-1.1", signature: true } })
+    expect(await verify(await legacy({ ...entry, statusListCredential: "https://grantex.dev/v1/credentials/status/vcsl_x" }))).toMatchObject({ valid: false, error: "STATUS_UNAVAILABLE" })
+    expect(await verify(await legacy(entry, Math.floor(Date.now() / 1000) - 3600))).toMatchObject({ valid: false, expired: true, error: "EXPIRED" })
+    await app.request("DELETE", `/v1/grants/${res.body.grantId}`, { apiKey: dev.apiKey })
+    expect(await verify(await legacy(entry))).toMatchObject({ valid: false, revoked: true, error: "REVOKED" })
+    // ours, past validUntil
+    const keys = await app.run(VcKeys)
+    const past = Math.floor(Date.now() / 1000) - 7200
+    const expired = await Effect.runPromise(keys.sign({ ...ours, validUntil: new Date(past * 1000).toISOString(), exp: past }, { typ: "vc+jwt", cty: "vc" }))
+    expect(await verify(expired)).toMatchObject({ valid: false, expired: true, error: "EXPIRED" })
+  })
+
+  test("a consent approved with a passkey gives the credential FidoEvidence", async () => {
+    const dev = await sandbox(app)
+    const authorize = await app.request("POST", "/v1/authorize", { apiKey: dev.apiKey, body: { agentId: dev.agentId, principalId: "user_42", scopes: ["email:read"] } })
+    await app.query("UPDATE auth_requests SET fido_verified_at = now() WHERE id = $1", [authorize.body.authRequestId])
+    const res = await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: authorize.body.code, agentId: dev.agentId, credentialFormat: "vc-jwt" } })
+    const { payload } = await joseVerify(res.body.verifiableCredential)
+    expect((payload.evidence as any)[0].type).toEqual(["FidoEvidence"])
+    expect(payloadOf((await dev.token({ credentialFormat: "vc-jwt" })).body.verifiableCredential).evidence).toBeUndefined()
+  })
+
   test("POST /v1/credentials/issue for an existing grant; GET /v1/credentials lists them", async () => {
     const dev = await sandbox(app)
     const { grantId } = (await dev.token()).body

@@ -64,3 +64,14 @@ BEGIN
   RETURN b;
 END
 $$;
+
+-- Every instance caches status lists. A change commits a notification, so each drops its copy at
+-- once (src/credentials/Service.ts listens; the payload is the list's id and its partner's).
+CREATE FUNCTION notify_vc_status_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('vc_status_changes', NEW.id || ' ' || NEW.partner_id);
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER vc_status_changed AFTER UPDATE ON vc_status_lists FOR EACH ROW
+  WHEN (OLD.version IS DISTINCT FROM NEW.version) EXECUTE FUNCTION notify_vc_status_change();

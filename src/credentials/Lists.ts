@@ -4,8 +4,9 @@
  * `statuslist+jwt` for SD-JWT VCs), kept beside the list so restarts and other instances reuse them.
  *
  * Reads are answered from memory. A list changed by this process is marked until a read sees the
- * new version (so the change shows at once here, committed or not yet); any other change shows
- * within FRESH_MS, when a cached list is checked again.
+ * new version (so the change shows at once here, committed or not yet); a change by another
+ * instance is notified at its commit (LISTEN, see Service.ts), and shows within FRESH_MS at worst
+ * (a lost notification, embedded mode), when a cached list is checked again.
  */
 import { Effect } from "effect"
 import type { VcKeyService } from "./Keys.ts"
@@ -40,6 +41,8 @@ export interface StatusLists {
   readonly serve: (listId: string, form: ListForm) => Effect.Effect<ServedList | undefined>
   /** whether the credential's bit is set in the list (undefined: no such list, fail closed) */
   readonly bit: (listId: string, index: number) => Effect.Effect<{ set: boolean; purpose: string; partnerSet: boolean | undefined } | undefined>
+  /** a change committed elsewhere (notified with "<list id> <partner id>"): both are read again */
+  readonly forget: (payload: string) => void
   /** called in the changing transaction with the lists it touched */
   readonly changed: (lists: ReadonlyArray<{ readonly listId: string; readonly partnerId: string; readonly version: number }>) => void
 }
@@ -182,7 +185,11 @@ export const makeLists = (deps: { repo: Repo; keys: VcKeyService; rsaKid: string
     }
   }
 
-  return { read, serve, bit, changed }
+  const forget: StatusLists["forget"] = (payload) => {
+    for (const id of payload.split(" ")) cache.delete(id)
+  }
+
+  return { read, serve, bit, changed, forget }
 }
 
 export { LIST_TTL_SECONDS }

@@ -6,11 +6,13 @@
  * Issuance never fails quietly: any failure fails the caller's transaction, so nothing is issued.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Schedule, Stream } from "effect"
 import { randomInt, randomUUID } from "node:crypto"
 import { Config } from "../Config.ts"
 import type { GrantRecord } from "../grants/Service.ts"
 import { type BadRequest, err, type NotFound } from "../platform/Errors.ts"
+import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { Events, nudgeDeliveryWorkers } from "../platform/Events.ts"
 import { ulid } from "../platform/Ids.ts"
 import { Keys } from "../platform/Keys.ts"
@@ -76,7 +78,10 @@ export interface CredentialsService {
 
 export class Credentials extends Context.Tag("agent-auth/Credentials")<Credentials, CredentialsService>() {}
 
-export const CredentialsServiceLive = Layer.effect(
+/** notified with "<list id> <partner id>" when a list's bits change (the trigger of sql/0017) */
+export const VC_STATUS_CHANGES = "vc_status_changes"
+
+export const CredentialsServiceLive = Layer.scoped(
   Credentials,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -87,6 +92,18 @@ export const CredentialsServiceLive = Layer.effect(
     const repo = makeRepo(sql)
     const lists = makeLists({ repo, keys, rsaKid: rsa.kid, baseUrl: config.publicBaseUrl })
     const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
+    // Other instances' changes, as they commit. (Not in embedded mode: a single process, and PGlite
+    // serves one connection, which LISTEN would hold for good.)
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    if (pg._tag === "Some" && !isEmbeddedDatabase(config.databaseUrl)) {
+      yield* pg.value.listen(VC_STATUS_CHANGES).pipe(
+        Stream.runForEach((payload) => Effect.sync(() => lists.forget(payload))),
+        // while the listener reconnects, cached lists fall back to being checked every 2 s
+        Effect.retry({ schedule: Schedule.spaced("1 second") }),
+        Effect.catchAllCause(() => Effect.void),
+        Effect.forkScoped
+      )
+    }
 
     const parseRequest: CredentialsService["parseRequest"] = (input) => {
       const format = input.credentialFormat ?? "jwt"

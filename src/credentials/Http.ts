@@ -83,7 +83,8 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
           const served = yield* credentials.lists.serve(path.listId, formFor(request.headers["accept"]))
           if (served === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Status list not found"))
           const headers = { "cache-control": `public, max-age=${LIST_TTL_SECONDS}`, etag: served.etag, vary: "Accept" }
-          if (request.headers["if-none-match"] === served.etag) return HttpServerResponse.empty({ status: 304, headers }) as any
+          const inm = request.headers["if-none-match"]
+          if (inm !== undefined && inm.split(",").some((tag) => tag.trim().replace(/^W\//, "") === served.etag)) return HttpServerResponse.empty({ status: 304, headers }) as any
           return HttpServerResponse.text(served.body, { contentType: served.contentType, headers }) as any
         }))
       .handle("verify", ({ payload }) =>

@@ -186,6 +186,10 @@ export const makeVerifier = (deps: VerifyDeps) => {
       const sdHash = createHash("sha256").update(text.slice(0, text.length - kb.length), "ascii").digest("base64url")
       if (kbPayload.sd_hash !== sdHash) throw new Refused("INVALID_KEY_BINDING", "sd_hash does not match the presentation")
       if (typeof kbPayload.iat !== "number" || Math.abs(kbPayload.iat - now) > KB_WINDOW_SECONDS) throw new Refused("INVALID_KEY_BINDING", "iat outside 5 minutes")
+      // aud and nonce are required claims of a key-binding JWT (RFC 9901 §4.3)
+      if (typeof kbPayload.nonce !== "string" || (typeof kbPayload.aud !== "string" && !Array.isArray(kbPayload.aud))) {
+        throw new Refused("INVALID_KEY_BINDING", "aud and nonce are required")
+      }
       const aud = kbPayload.aud
       if (options.audience !== undefined && !(aud === options.audience || (Array.isArray(aud) && aud.includes(options.audience)))) {
         throw new Refused("INVALID_KEY_BINDING", "aud does not match")

@@ -63,9 +63,8 @@ export const makeLists = (deps: { repo: Repo; keys: VcKeyService; rsaKid: string
   const load = (listId: string) =>
     Effect.gen(function*() {
       if (!/^vcsl_[0-9A-Z]{26}$/.test(listId)) return undefined
-      const first = (yield* repo.listRows([listId]).pipe(Effect.orDie))[0]
+      const { row: first, partner } = yield* repo.listPair(listId).pipe(Effect.orDie)
       if (first === undefined) return undefined
-      const partner = (yield* repo.listRows([first.partnerId]).pipe(Effect.orDie))[0]
       const previous = cache.get(listId)
       const entry: Entry = previous !== undefined && previous.row.version === first.version &&
           previous.partner?.version === partner?.version

@@ -183,17 +183,23 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       [agentId, developerId, suspended, at] as any
     )
 
-  const listRows = (ids: ReadonlyArray<string>) =>
+  /** a list and its partner (the partner of X names X as its partner), in one read */
+  const listPair = (listId: string) =>
     sql.unsafe<ListRow>(
-      `SELECT id, developer_id, purpose, partner_id, size, bits, version, signed, updated_at FROM vc_status_lists WHERE id = ANY($1::text[])`,
-      [[...ids]] as any
-    )
+      `SELECT id, developer_id, purpose, partner_id, size, bits, version, signed, updated_at FROM vc_status_lists
+       WHERE id = $1 OR partner_id = $1`,
+      [listId]
+    ).pipe(Effect.map((rows) => ({ row: rows.find((r) => r.id === listId), partner: rows.find((r) => r.id !== listId) })))
 
-  /** keeps a signed form unless a newer one was stored meanwhile */
+  /**
+   * Keeps a signed form unless a newer one was stored meanwhile. A list locked by a change in
+   * progress is skipped (SKIP LOCKED), never waited for: the next reader after its commit signs anyway.
+   */
   const storeSigned = (listId: string, form: "vc" | "tokenList", value: { version: number; kid: string; jwt: string }) =>
     sql.unsafe(
       `UPDATE vc_status_lists SET signed = COALESCE(signed, '{}'::jsonb) || jsonb_build_object($2::text, $3::jsonb)
-       WHERE id = $1 AND COALESCE((signed -> $2::text ->> 'version')::int, -1) <= $4`,
+       WHERE id = (SELECT id FROM vc_status_lists WHERE id = $1 FOR UPDATE SKIP LOCKED)
+         AND COALESCE((signed -> $2::text ->> 'version')::int, -1) <= $4`,
       [listId, form, JSON.stringify(value), value.version] as any
     )
 
@@ -243,7 +249,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
 
   return {
     openList, insertIssued, countBlocking, usedTotal, openPair, closePair, revokeForGrants, setSuspended,
-    listRows, storeSigned, findCredential, credentialByUuid, listCredentials, liveKids
+    listPair, storeSigned, findCredential, credentialByUuid, listCredentials, liveKids
   }
 }
 

@@ -146,7 +146,12 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
           if (grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
             return yield* Effect.fail(err.badRequest("BAD_REQUEST", "The grant is not active"))
           }
-          const row = yield* sql.withTransaction(credentials.issueOne(grant, payload.format, holderJwk)).pipe(Effect.orDie)
+          const row = yield* sql.withTransaction(Effect.gen(function*() {
+            // locked as issuance locks it: a revocation that committed meanwhile answers 400, not a failed issuance
+            const [locked] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${grant.id} FOR SHARE`
+            if (locked?.status !== "active") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "The grant is not active"))
+            return yield* credentials.issueOne(grant, payload.format as "vc+jwt" | "dc+sd-jwt", holderJwk)
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
           return credentialView(row, ms, credentials.agentDid(row.agentId))
         }))
       .handle("list", ({ urlParams }) =>

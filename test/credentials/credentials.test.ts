@@ -377,3 +377,22 @@ describe("bad input: the §18 errors, never a 5xx", () => {
     expect((await app.request("POST", "/v1/credentials/issue", { apiKey: dev.apiKey, body: { grantId, format: "vc+jwt" } })).status).toBe(400)
   })
 })
+
+describe("revocation racing issuance", () => {
+  test("every credential of a grant revoked while credentials are being issued for it reads revoked; no 5xx", async () => {
+    const dev = await sandbox(app)
+    const grants: Array<string> = []
+    for (let i = 0; i < 6; i++) grants.push((await dev.token()).body.grantId)
+    const statuses = await Promise.all(grants.flatMap((grantId) => [
+      ...Array.from({ length: 3 }, () => app.request("POST", "/v1/credentials/issue", { apiKey: dev.apiKey, body: { grantId, format: "vc+jwt" } }).then((r) => r.status)),
+      app.request("DELETE", `/v1/grants/${grantId}`, { apiKey: dev.apiKey }).then((r) => r.status)
+    ]))
+    expect(statuses.every((s) => s === 201 || s === 400 || s === 204)).toBe(true)
+    const rows = await app.query<{ credential: string; status: string }>(
+      "SELECT credential, status FROM vc_credentials WHERE grant_id = ANY($1::text[])", [grants])
+    for (const row of rows) {
+      expect(row.status).toBe("revoked")
+      expect(await bitstringStatus(payloadOf(row.credential).credentialStatus[0])).toBe(true)
+    }
+  })
+})

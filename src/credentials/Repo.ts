@@ -159,7 +159,8 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
 
   /**
    * Suspension bits of the agent's credentials and of those delegated from its grants (a suspended
-   * agent stops everything derived from it, decisions §19): set on suspension, cleared on reactivation.
+   * agent stops everything derived from it, decisions §19): set on suspension, cleared on reactivation
+   * unless another agent of the credential's delegation chain is still suspended (or deleted).
    */
   const setSuspended = (developerId: string, agentId: string, suspended: boolean, at: Date) =>
     sql.unsafe<Flipped>(
@@ -167,9 +168,18 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
          SELECT id FROM grants WHERE agent_id = $1 AND developer_id = $2
          UNION
          SELECT g.id FROM grants g JOIN tree t ON g.parent_grant_id = t.id
+       ), chain AS (
+         SELECT t.id AS grant_id, g.agent_id, g.parent_grant_id FROM tree t JOIN grants g ON g.id = t.id
+         UNION ALL
+         SELECT c.grant_id, p.agent_id, p.parent_grant_id FROM chain c JOIN grants p ON p.id = c.parent_grant_id
+       ), held AS (
+         -- still suspended through another agent of its chain (itself, or one it was delegated from)
+         SELECT DISTINCT c.grant_id FROM chain c JOIN agents a ON a.id = c.agent_id
+         WHERE a.status <> 'active' OR a.deleted_at IS NOT NULL
        ), hit AS (
          UPDATE vc_credentials SET suspended = $3
          WHERE grant_id IN (SELECT id FROM tree) AND suspended <> $3
+           AND ($3 OR grant_id NOT IN (SELECT grant_id FROM held))
          RETURNING id, grant_id, developer_id, suspension_list_id, status_idx
        ), grouped AS (
          SELECT suspension_list_id AS list_id, min(developer_id) AS developer_id, array_agg(status_idx) AS idx,

@@ -105,6 +105,25 @@ describe("vc+jwt", () => {
     expect((await app.request("POST", "/v1/credentials/verify", { body: { credential: vc } })).body.valid).toBe(true)
   })
 
+  test("suspension through a delegation chain: reactivating one agent leaves a credential suspended while another agent of its chain is", async () => {
+    const dev = await sandbox(app)
+    const parent = await dev.token()
+    const sub = await app.request("POST", "/v1/agents", { apiKey: dev.apiKey, body: { name: "sub", scopes: ["email:read"] } })
+    const child = await app.request("POST", "/v1/grants/delegate", {
+      apiKey: dev.apiKey,
+      body: { parentGrantToken: parent.body.grantToken, subAgentId: sub.body.agentId, scopes: ["email:read"], credentialFormat: "vc-jwt" }
+    })
+    const entry = payloadOf(child.body.verifiableCredential).credentialStatus[1]
+    const patch = (agentId: string, status: string) => app.request("PATCH", `/v1/agents/${agentId}`, { apiKey: dev.apiKey, body: { status } })
+    await patch(dev.agentId, "suspended")
+    expect(await bitstringStatus(entry)).toBe(true)
+    await patch(sub.body.agentId, "suspended")
+    await patch(dev.agentId, "active")
+    expect(await bitstringStatus(entry)).toBe(true)
+    await patch(sub.body.agentId, "active")
+    expect(await bitstringStatus(entry)).toBe(false)
+  })
+
   test("delegation issues in its transaction; revoking the parent flips the child's bit (cascade)", async () => {
     const dev = await sandbox(app)
     const parent = await dev.token()

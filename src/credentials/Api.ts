@@ -75,6 +75,7 @@ const Token = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(65_536))
 export class CredentialsApi extends HttpApiGroup.make("credentials")
   .add(HttpApiEndpoint.get("didDocument", "/.well-known/did.json").addSuccess(Schema.Unknown).annotate(RatePolicy, { exempt: true }))
   .add(HttpApiEndpoint.get("context", "/ns/agent-auth/v1").addSuccess(Schema.Unknown).annotate(RatePolicy, { exempt: true }))
+  .add(HttpApiEndpoint.get("typeMetadata", "/vct/agent-grant").addSuccess(Schema.Unknown).annotate(RatePolicy, { exempt: true }))
   .add(
     HttpApiEndpoint.get("statusList", "/v1/credentials/status/:listId")
       .setPath(Schema.Struct({ listId: Schema.String }))

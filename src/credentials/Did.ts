@@ -6,7 +6,6 @@
  */
 import type { PublicJwk } from "../platform/Keys.ts"
 import type { VcKeyService, VcPublicKey } from "./Keys.ts"
-import { VC_CONTEXT } from "./Formats.ts"
 
 export const didDocument = (input: {
   readonly keys: VcKeyService
@@ -53,4 +52,15 @@ export const agentAuthContext = (baseUrl: string) => {
   }
 }
 
-export { VC_CONTEXT }
+/** SD-JWT VC type metadata of `<PUBLIC_BASE_URL>/vct/agent-grant`, for wallets and verifiers that read it */
+export const agentGrantTypeMetadata = (baseUrl: string) => ({
+  vct: `${baseUrl}/vct/agent-grant`,
+  name: "Agent grant",
+  description: "A person's grant of scopes to a software agent, issued by agent-auth-service",
+  claims: [
+    { path: ["grantId"], sd: "never", display: [{ lang: "en", label: "Grant" }] },
+    { path: ["principalId"], sd: "always", display: [{ lang: "en", label: "Person" }] },
+    { path: ["scopes"], sd: "always", display: [{ lang: "en", label: "Scopes" }] },
+    { path: ["delegationDepth"], sd: "always", display: [{ lang: "en", label: "Delegation depth" }] }
+  ]
+})

@@ -10,7 +10,7 @@ import { Events } from "../platform/Events.ts"
 import { Keys } from "../platform/Keys.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { agentAuthContext, didDocument } from "./Did.ts"
+import { agentAuthContext, agentGrantTypeMetadata, didDocument } from "./Did.ts"
 import { holderJwkOf } from "./Formats.ts"
 import { VcKeys } from "./Keys.ts"
 import type { ListForm } from "./Lists.ts"
@@ -43,6 +43,7 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
     const repo = makeRepo(sql)
     const verifier = makeVerifier({ keys, rsaJwks: rsa.jwks as any, lists: credentials.lists, baseUrl: config.publicBaseUrl })
     const context = JSON.stringify(agentAuthContext(config.publicBaseUrl))
+    const typeMetadata = JSON.stringify(agentGrantTypeMetadata(config.publicBaseUrl))
 
     let published: { body: string; until: number } | undefined
     const document = Effect.gen(function*() {
@@ -77,6 +78,8 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
           HttpServerResponse.text(body, { contentType: "application/did+json", headers: { "cache-control": "public, max-age=300" } }) as any))
       .handle("context", () =>
         Effect.succeed(HttpServerResponse.text(context, { contentType: "application/ld+json", headers: { "cache-control": "public, max-age=86400" } }) as any))
+      .handle("typeMetadata", () =>
+        Effect.succeed(HttpServerResponse.text(typeMetadata, { contentType: "application/json", headers: { "cache-control": "public, max-age=86400" } }) as any))
       .handle("statusList", ({ path }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest

@@ -220,6 +220,12 @@ describe("dc+sd-jwt", () => {
     expect(claims.principalId).toBeUndefined()
     const lib = sdJwtVc(holder)
     const verified = await lib.verify(sdJwt)
+    const typed = await new (lib.constructor as any)({
+      ...(lib as any).userConfig,
+      loadTypeMetadataFormat: true,
+      vctFetcher: async (uri: string) => (await app.request("GET", new URL(uri).pathname)).body
+    }).verify(sdJwt)
+    expect(typed.typeMetadata.mergedTypeMetadata.name).toBe("Agent grant")
     expect(verified.payload).toMatchObject({ principalId: "user_42", scopes: ["email:read", "calendar:read"], delegationDepth: 0 })
     const nonce = "n-" + Math.random().toString(36).slice(2)
     const presentation = await lib.present(sdJwt, { principalId: true, scopes: true } as any, {

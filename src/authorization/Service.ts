@@ -354,7 +354,7 @@ export const AuthorizationServiceLive = Layer.effect(
           // decisions §18: issued in the token's transaction; a failure issues nothing
           const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
           return { tokens: { ...tokens, ...issued } } as const
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens

@@ -154,7 +154,10 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
             const [locked] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${grant.id} FOR SHARE`
             if (locked?.status !== "active") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "The grant is not active"))
             return yield* credentials.issueOne(grant, payload.format as "vc+jwt" | "dc+sd-jwt", holderJwk)
-          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catchTag("GrantNoLongerActive", () => Effect.fail(err.badRequest("BAD_REQUEST", "The grant is not active")))
+          )
           return credentialView(row, ms, credentials.agentDid(row.agentId))
         }))
       .handle("list", ({ urlParams }) =>

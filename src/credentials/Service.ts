@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Schedule, Stream } from "effect"
+import { Context, Data, Effect, Layer, Schedule, Stream } from "effect"
 import { randomInt, randomUUID } from "node:crypto"
 import { Config } from "../Config.ts"
 import type { GrantRecord } from "../grants/Service.ts"
@@ -23,6 +23,9 @@ import { makeLists, type StatusLists } from "./Lists.ts"
 import { COUNTER_SHARDS, type CredentialRow, type Flipped, makeRepo } from "./Repo.ts"
 import { FULL_AT, LIST_SIZE } from "./StatusList.ts"
 import { VcKeys, VcKeysLive } from "./Keys.ts"
+
+/** the grant was revoked after the caller found it active: nothing is issued (the caller's transaction rolls back) */
+export class GrantNoLongerActive extends Data.TaggedError("GrantNoLongerActive")<{ readonly grantId: string }> {}
 
 export interface IssueRequest {
   readonly format: CredentialFormat
@@ -57,9 +60,9 @@ export interface CredentialsService {
   /** `credentialFormat` and `holderKey` of a token request, checked before anything is spent (400) */
   readonly parseRequest: (input: { readonly credentialFormat?: string; readonly holderKey?: unknown }) => Effect.Effect<IssueRequest, BadRequest>
   /** the credentials a token request asked for, in the caller's transaction */
-  readonly issueFor: (grant: GrantRecord, request: IssueRequest) => Effect.Effect<Issued>
+  readonly issueFor: (grant: GrantRecord, request: IssueRequest) => Effect.Effect<Issued, GrantNoLongerActive>
   /** one credential for an existing grant (POST /v1/credentials/issue) */
-  readonly issueOne: (grant: GrantRecord, format: "vc+jwt" | "dc+sd-jwt", holderJwk?: Record<string, string>) => Effect.Effect<CredentialRow>
+  readonly issueOne: (grant: GrantRecord, format: "vc+jwt" | "dc+sd-jwt", holderJwk?: Record<string, string>) => Effect.Effect<CredentialRow, GrantNoLongerActive>
   /** revocation bits of the grants' credentials, in the revocation's transaction (decisions part two: one revocation path) */
   readonly revokeForGrants: (developerId: string, grantIds: ReadonlyArray<string>, at: Date) => Effect.Effect<void>
   /** suspension bits of the agent's credentials (and those delegated from its grants), in the suspension's transaction */
@@ -193,7 +196,7 @@ export const CredentialsServiceLive = Layer.scoped(
             maxAttempts: config.webhooks.maxAttempts
           })
           // revoked meanwhile (the caller checked it active): nothing is issued, the caller's transaction fails
-          if (outcome.grantActive !== true) return yield* Effect.dieMessage("the grant is no longer active")
+          if (outcome.grantActive !== true) return yield* Effect.fail(new GrantNoLongerActive({ grantId: grant.id }))
           if (outcome.listOpen !== true) {
             openLists.delete(grant.developerId)
             continue
@@ -209,7 +212,7 @@ export const CredentialsServiceLive = Layer.scoped(
           return { ...row, status: "active" as const, suspended: false, revokedAt: null }
         }
         return yield* Effect.dieMessage("could not place the credential in a status list")
-      }).pipe(Effect.orDie)
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const issueFor: CredentialsService["issueFor"] = (grant, request) =>
       Effect.gen(function*() {

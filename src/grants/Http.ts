@@ -123,7 +123,10 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
             const token = yield* grants.issueToken(grant, { parentAgt: claims.agt, parentGrnt: parent.id })
             const issued = yield* credentials.issueFor(grant, wanted) // decisions §18: in the delegation's transaction
             return { grant, token, issued }
-          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catchTag("GrantNoLongerActive", () => Effect.fail(err.badRequest("INVALID_TOKEN", "parentGrantToken is revoked")))
+          )
           return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id, ...issued }
         }))
       .handle("verify", ({ payload }) =>

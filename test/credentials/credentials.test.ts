@@ -404,6 +404,23 @@ describe("bad input: the §18 errors, never a 5xx", () => {
 })
 
 describe("revocation racing issuance", () => {
+  test("a grant revoked after the caller found it active: GrantNoLongerActive, nothing issued", async () => {
+    const { Effect, Exit } = await import("effect")
+    const { SqlClient } = await import("@effect/sql")
+    const { Grants } = await import("../../src/grants/Service.ts")
+    const { Credentials } = await import("../../src/credentials/Service.ts")
+    const dev = await sandbox(app)
+    const { grantId } = (await dev.token()).body
+    const grant = await app.run(Effect.flatMap(Grants, (g) => g.find(dev.developerId, grantId)))
+    await app.query("UPDATE grants SET status = 'revoked', revoked_at = now() WHERE id = $1", [grantId])
+    const exit = await app.run(Effect.exit(Effect.flatMap(Effect.all([SqlClient.SqlClient, Credentials]), ([sql, credentials]) =>
+      sql.withTransaction(credentials.issueFor(grant!, { format: "vc-jwt" })))))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" && (exit.cause.error as any)._tag).toBe("GrantNoLongerActive")
+    expect(await app.query("SELECT id FROM vc_credentials WHERE grant_id = $1", [grantId])).toEqual([])
+    expect(await events(dev.developerId, "vc.issued")).toEqual([])
+  })
+
+
   test("every credential of a grant revoked while credentials are being issued for it reads revoked; no 5xx", async () => {
     const dev = await sandbox(app)
     const grants: Array<string> = []

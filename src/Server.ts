@@ -21,6 +21,8 @@ import { BudgetsLive } from "./budgets/Service.ts"
 import { type AppConfig, Config } from "./Config.ts"
 import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
+import { CredentialsHttp } from "./credentials/Http.ts"
+import { CredentialsLive } from "./credentials/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
 import { DomainsHttp } from "./domains/Http.ts"
@@ -97,7 +99,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsLive,
     DomainsLive,
     PasskeysLive,
-    WebhooksLive
+    WebhooksLive,
+    CredentialsLive
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -113,7 +116,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsHttp,
     DomainsHttp,
     PasskeysHttp,
-    WebhooksHttp
+    WebhooksHttp,
+    CredentialsHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),

@@ -5,7 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -81,6 +81,7 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .setPath(Schema.Struct({ listId: Schema.String }))
       .addSuccess(Text("application/vc+jwt"))
       .addError(NotFound)
+      .addError(PublicRouteErrors)
       .annotate(RatePolicy, { routeLimit: 600 })
   )
   .add(
@@ -88,6 +89,8 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .setPayload(Schema.Struct({ credential: Token }))
       .addSuccess(Verification)
       .addError(BadRequest)
+      .addError(BodyErrors)
+      .addError(PublicRouteErrors)
       .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
@@ -99,6 +102,8 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       }))
       .addSuccess(Presentation)
       .addError(BadRequest)
+      .addError(BodyErrors)
+      .addError(PublicRouteErrors)
       .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
@@ -111,7 +116,8 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .addSuccess(CredentialView, { status: 201 })
       .addError(BadRequest)
       .addError(NotFound)
-      .addError(Unauthorized)
+      .addError(BodyErrors)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
@@ -125,7 +131,7 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       }))
       .addSuccess(Schema.Struct({ credentials: Schema.Array(CredentialView), nextCursor: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
@@ -133,7 +139,7 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(CredentialView)
       .addError(NotFound)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
 {}

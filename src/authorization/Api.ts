@@ -5,6 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
+import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import { BadRequest, Forbidden, Gone, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
@@ -116,7 +117,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
   .add(
     HttpApiEndpoint.post("passkeyVerify", "/v1/consent/:id/passkey/verify")
       .setPath(IdPath)
-      .setPayload(Schema.Struct({ challengeId: Schema.String, response: Schema.Unknown }))
+      .setPayload(Schema.Struct({ challengeId: Schema.String, response: AuthenticationResponse }))
       .addSuccess(Schema.Struct({ verified: Schema.Boolean, grantId: Schema.String, location: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
       .addError(Forbidden)

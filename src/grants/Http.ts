@@ -83,7 +83,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (payload.scopes.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "scopes must not be empty"))
           const escalated = payload.scopes.filter((s) => !parent.scopes.includes(s))
           if (escalated.length > 0) {
-            return yield* Effect.fail(err.forbidden("SCOPE_ESCALATION", `Scopes not held by the parent grant: ${escalated.join(", ")}`))
+            return yield* Effect.fail(err.badRequest("SCOPE_ESCALATION", `Scopes not held by the parent grant: ${escalated.join(", ")}`))
           }
           // an agent's scopes are its registered scopes (decisions §3), for a sub-agent as for authorize
           const unregistered = payload.scopes.filter((s) => !subAgent.scopes.includes(s))

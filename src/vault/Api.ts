@@ -5,6 +5,7 @@ import { Authentication } from "../platform/Auth.ts"
 import { BadGateway, BadRequest, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { BoundedMetadata } from "../platform/Metadata.ts"
 
 /** A stored credential that cannot be decrypted (wrong key, or data moved between rows). */
 export class CredentialUnreadable extends Schema.TaggedError<CredentialUnreadable>()(
@@ -25,9 +26,7 @@ const Timestamp = Schema.String.pipe(
     message: () => "must be an ISO 8601 timestamp with a time zone"
   })
 )
-const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
-  Schema.filter((m) => JSON.stringify(m).length <= 16_384, { message: () => "must be at most 16384 characters as JSON" })
-)
+const Metadata = BoundedMetadata
 
 export const StoreCredential = Schema.Struct({
   principalId: Identifier,

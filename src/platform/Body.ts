@@ -1,0 +1,136 @@
+/**
+ * Request bodies, read once before the request enters the runtime (decisions §19):
+ * - the size limit (1 MiB, 8 MiB for offline sync) holds however the body is framed: a declared
+ *   length over it is refused unread, a chunked body is counted while it streams in;
+ * - a body endpoint takes JSON only (the consent page's form routes also take a urlencoded form);
+ *   anything else is 415 before the platform tries to decode it (multipart used to end in a 500);
+ * - JSON nesting deeper than 64 levels is 400 before anything parses it, found by one linear scan.
+ * The verdict is handed to the envelope, which answers a refusal in the one error shape.
+ */
+import { HttpApi, HttpApiSchema } from "@effect/platform"
+import { Context } from "effect"
+import * as FindMyWay from "find-my-way-ts"
+
+export const MAX_BODY_BYTES = 1024 * 1024
+export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
+export const MAX_JSON_DEPTH = 64
+
+export const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
+
+export type BodyVerdict =
+  | { readonly _tag: "Text"; readonly text: string }
+  | { readonly _tag: "Refused"; readonly status: 400 | 413 | 415; readonly message: string }
+
+/** The verdict on this request's body, when it has one (see `makeBodyReader`). */
+export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBody, BodyVerdict>() {}
+
+/**
+ * Whether JSON text nests deeper than `max` arrays/objects (the root is level 1). One pass, no
+ * recursion, brackets inside strings (escaped quotes included) ignored; malformed text is left to
+ * the parser, which refuses it anyway.
+ */
+export const jsonNestsDeeperThan = (text: string, max: number = MAX_JSON_DEPTH): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: the next character is escaped
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return false
+}
+
+const pathOf = (url: string): string => {
+  const start = url.indexOf("/", url.indexOf("//") + 2)
+  if (start === -1) return "/"
+  const q = url.indexOf("?", start)
+  return url.slice(start, q === -1 ? undefined : q)
+}
+
+const tooLarge = (limit: number): BodyVerdict => ({ _tag: "Refused", status: 413, message: `Request body exceeds ${limit} bytes` })
+
+/** Reads a stream up to `limit` bytes; undefined once over it (the rest is not read). */
+const readCounted = async (stream: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array | undefined> => {
+  const reader = stream.getReader()
+  const chunks: Array<Uint8Array> = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > limit) {
+      await reader.cancel().catch(() => {})
+      return undefined
+    }
+    chunks.push(value)
+  }
+  if (chunks.length === 1) return chunks[0]!
+  const all = new Uint8Array(total)
+  let at = 0
+  for (const chunk of chunks) {
+    all.set(chunk, at)
+    at += chunk.byteLength
+  }
+  return all
+}
+
+/** The POST routes whose payload is a urlencoded form (the consent page's buttons). */
+const formRoutes = (api: HttpApi.HttpApi.Any) => {
+  const router = FindMyWay.make<true>()
+  HttpApi.reflect(api as any, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const payloads = [...(endpoint.payloadSchema._tag === "Some" ? [endpoint.payloadSchema.value] : [])]
+      if (payloads.some((schema: any) => HttpApiSchema.getEncoding(schema.ast).kind === "UrlParams")) {
+        router.on(endpoint.method as any, endpoint.path as any, true)
+      }
+    }
+  })
+  return (method: string, url: string) => router.find(method as any, url) !== undefined
+}
+
+/**
+ * Builds the reader run on every request before the handler. Undefined: nothing to read (a
+ * method without a body, or no body sent), the platform goes on as before.
+ */
+export const makeBodyReader = (api: HttpApi.HttpApi.Any) => {
+  const isFormRoute = formRoutes(api)
+  return async (request: Request): Promise<BodyVerdict | undefined> => {
+    if (request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") return undefined
+    const declared = request.headers.get("content-length")
+    const chunked = request.headers.get("transfer-encoding") !== null
+    if (!chunked && (declared === null || declared === "0")) return undefined
+    const path = pathOf(request.url)
+    const limit = maxBodyBytes(path)
+    if (declared !== null && !(Number(declared) <= limit)) return tooLarge(limit)
+    // a missing content type is read as JSON, as the platform does
+    const type = (request.headers.get("content-type") ?? "application/json").toLowerCase()
+    const json = type.includes("application/json")
+    if (!json && !(type.includes("application/x-www-form-urlencoded") && isFormRoute(request.method, path))) {
+      return { _tag: "Refused", status: 415, message: "Request body must be application/json" }
+    }
+    let text: string
+    try {
+      // a declared length is what the server reads (the fast path); otherwise count as it streams
+      if (declared !== null && !chunked) text = await request.text()
+      else {
+        if (request.body === null) return undefined
+        const bytes = await readCounted(request.body, limit)
+        if (bytes === undefined) return tooLarge(limit)
+        text = new TextDecoder().decode(bytes)
+      }
+    } catch {
+      // the client went away mid-body: refused like any unreadable body
+      return { _tag: "Refused", status: 400, message: "Malformed request body" }
+    }
+    if (json && jsonNestsDeeperThan(text)) {
+      return { _tag: "Refused", status: 400, message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` }
+    }
+    return { _tag: "Text", text }
+  }
+}

@@ -56,7 +56,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
   )
   .add(
     HttpApiEndpoint.post("token", "/v1/token")
-      .setPayload(Schema.Struct({ code: Short(200), agentId: Short(100), codeVerifier: Schema.optional(Short(200)) }))
+      .setPayload(Schema.Struct({ code: Short(200), agentId: Short(100), codeVerifier: Schema.optional(Short(1000)) /* 43-128 checked by the handler: INVALID_GRANT */ }))
       .addSuccess(TokenResponse, { status: 201 })
       .addError(BadRequest)
       .addError(Unauthorized)

@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { BadRequest, Conflict, Unauthorized } from "../platform/Errors.ts"
+import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const Plan = Schema.Literal("free", "pro", "enterprise")
 export const Mode = Schema.Literal("live", "sandbox")
@@ -27,6 +28,7 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .addSuccess(Schema.Struct({ ...DeveloperView.fields, apiKey: Schema.String }), { status: 201 })
       .addError(BadRequest)
       .addError(Conflict)
+      .annotate(RatePolicy, { hourlyPerAddress: (figures) => figures.signupPerHour })
   )
   .add(
     HttpApiEndpoint.get("me", "/v1/me")

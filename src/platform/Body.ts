@@ -19,7 +19,13 @@ export const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" 
 
 export type BodyVerdict =
   | { readonly _tag: "Text"; readonly text: string }
-  | { readonly _tag: "Refused"; readonly status: 400 | 413 | 415; readonly message: string }
+  | {
+    readonly _tag: "Refused"
+    readonly status: 400 | 413 | 415
+    readonly message: string
+    /** whether a route serves the path (metrics label the rest `unmatched`) */
+    readonly routed: boolean
+  }
 
 /** The verdict on this request's body, when it has one (see `makeBodyReader`). */
 export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBody, BodyVerdict>() {}
@@ -52,8 +58,6 @@ const pathOf = (url: string): string => {
   return url.slice(start, q === -1 ? undefined : q)
 }
 
-const tooLarge = (limit: number): BodyVerdict => ({ _tag: "Refused", status: 413, message: `Request body exceeds ${limit} bytes` })
-
 /** Reads a stream up to `limit` bytes; undefined once over it (the rest is not read). */
 const readCounted = async (stream: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array | undefined> => {
   const reader = stream.getReader()
@@ -79,19 +83,18 @@ const readCounted = async (stream: ReadableStream<Uint8Array>, limit: number): P
   return all
 }
 
-/** The POST routes whose payload is a urlencoded form (the consent page's buttons). */
-const formRoutes = (api: HttpApi.HttpApi.Any) => {
-  const router = FindMyWay.make<true>()
+/** The API's routes, each marked whether its payload is a urlencoded form (the consent page's buttons). */
+const routesOf = (api: HttpApi.HttpApi.Any) => {
+  const router = FindMyWay.make<{ form: boolean }>()
   HttpApi.reflect(api as any, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
       const payloads = [...(endpoint.payloadSchema._tag === "Some" ? [endpoint.payloadSchema.value] : [])]
-      if (payloads.some((schema: any) => HttpApiSchema.getEncoding(schema.ast).kind === "UrlParams")) {
-        router.on(endpoint.method as any, endpoint.path as any, true)
-      }
+      const form = payloads.some((schema: any) => HttpApiSchema.getEncoding(schema.ast).kind === "UrlParams")
+      router.on(endpoint.method as any, endpoint.path as any, { form })
     }
   })
-  return (method: string, url: string) => router.find(method as any, url) !== undefined
+  return (method: string, url: string) => router.find(method as any, url)?.handler
 }
 
 /**
@@ -99,20 +102,23 @@ const formRoutes = (api: HttpApi.HttpApi.Any) => {
  * method without a body, or no body sent), the platform goes on as before.
  */
 export const makeBodyReader = (api: HttpApi.HttpApi.Any) => {
-  const isFormRoute = formRoutes(api)
+  const routeOf = routesOf(api)
   return async (request: Request): Promise<BodyVerdict | undefined> => {
     if (request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") return undefined
     const declared = request.headers.get("content-length")
     const chunked = request.headers.get("transfer-encoding") !== null
     if (!chunked && (declared === null || declared === "0")) return undefined
     const path = pathOf(request.url)
+    const route = routeOf(request.method, path)
+    const refuse = (status: 400 | 413 | 415, message: string): BodyVerdict => ({ _tag: "Refused", status, message, routed: route !== undefined })
     const limit = maxBodyBytes(path)
-    if (declared !== null && !(Number(declared) <= limit)) return tooLarge(limit)
+    const tooLarge = () => refuse(413, `Request body exceeds ${limit} bytes`)
+    if (declared !== null && !(Number(declared) <= limit)) return tooLarge()
     // a missing content type is read as JSON, as the platform does
     const type = (request.headers.get("content-type") ?? "application/json").toLowerCase()
     const json = type.includes("application/json")
-    if (!json && !(type.includes("application/x-www-form-urlencoded") && isFormRoute(request.method, path))) {
-      return { _tag: "Refused", status: 415, message: "Request body must be application/json" }
+    if (!json && !(type.includes("application/x-www-form-urlencoded") && route?.form === true)) {
+      return refuse(415, "Request body must be application/json")
     }
     let text: string
     try {
@@ -121,15 +127,15 @@ export const makeBodyReader = (api: HttpApi.HttpApi.Any) => {
       else {
         if (request.body === null) return undefined
         const bytes = await readCounted(request.body, limit)
-        if (bytes === undefined) return tooLarge(limit)
+        if (bytes === undefined) return tooLarge()
         text = new TextDecoder().decode(bytes)
       }
     } catch {
       // the client went away mid-body: refused like any unreadable body
-      return { _tag: "Refused", status: 400, message: "Malformed request body" }
+      return refuse(400, "Malformed request body")
     }
     if (json && jsonNestsDeeperThan(text)) {
-      return { _tag: "Refused", status: 400, message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` }
+      return refuse(400, `JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
     }
     return { _tag: "Text", text }
   }

@@ -11,7 +11,7 @@ import { Cause, Effect, Option } from "effect"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
-import { Metrics } from "./Metrics.ts"
+import { Metrics, UNMATCHED } from "./Metrics.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -207,7 +207,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     if (preRead._tag === "Some") {
       const refused = bodyRefusal(preRead.value, requestId, path)
       if (refused !== undefined) {
-        yield* Effect.sync(() => metrics.observe(request.method, path, refused.status, (performance.now() - started) / 1000))
+        yield* Effect.sync(() => metrics.observe(request.method, (preRead.value as { routed: boolean }).routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000))
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
@@ -225,7 +225,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       if (!observed) {
         observed = true
         const seconds = (performance.now() - started) / 1000
-        metrics.observe(request.method, path, out.status, seconds)
+        // a path no route serves is one series, whatever was asked for
+        metrics.observe(request.method, state.unmatched && out.status >= 400 ? UNMATCHED : path, out.status, seconds)
       }
       return out
     }

@@ -54,7 +54,7 @@ export const chunkedRequest = (
       socket.destroy()
     }
     socket.on("data", (d) => {
-      received.push(d)
+      received.push(Buffer.from(d))
       // the answer is complete once its declared length (or the chunked terminator) has arrived
       const text = Buffer.concat(received).toString("utf8")
       const split = text.indexOf("\r\n\r\n")

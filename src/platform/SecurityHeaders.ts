@@ -27,7 +27,8 @@ export const docsPolicy = (html: string): string => {
   }
   return [
     "default-src 'none'",
-    `script-src ${hashes.join(" ") || "'none'"}`,
+    // WebAssembly compilation only (Scalar compiles a module), never eval of script text
+    `script-src 'wasm-unsafe-eval' ${hashes.join(" ")}`,
     // Scalar writes its styles into the page at run time
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",

@@ -58,7 +58,12 @@ const pathOf = (url: string): string => {
   return url.slice(start, q === -1 ? undefined : q)
 }
 
-/** Reads a stream up to `limit` bytes; undefined once over it (the rest is not read). */
+/**
+ * Reads a stream up to `limit` bytes; undefined once over it. Past the limit nothing is kept: up to
+ * another `limit` bytes are read and dropped, so a client that overshoots a little gets its 413
+ * instead of a connection reset (closing on unread bytes resets it); beyond that the read stops.
+ * (Not for offline sync: Bun itself ends a chunked body at 4 MiB, so its 8 MiB are never drained.)
+ */
 const readCounted = async (stream: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array | undefined> => {
   const reader = stream.getReader()
   const chunks: Array<Uint8Array> = []
@@ -68,6 +73,12 @@ const readCounted = async (stream: ReadableStream<Uint8Array>, limit: number): P
     if (done) break
     total += value.byteLength
     if (total > limit) {
+      const drainTo = limit <= MAX_BODY_BYTES ? 2 * limit : limit
+      while (total <= drainTo) {
+        const next = await reader.read().catch(() => ({ done: true as const, value: undefined }))
+        if (next.done) return undefined
+        total += next.value.byteLength
+      }
       await reader.cancel().catch(() => {})
       return undefined
     }

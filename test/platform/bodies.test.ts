@@ -92,8 +92,8 @@ describe("JSON nesting", () => {
 })
 
 describe("body size and media type", () => {
-  test("a chunked body over 1 MiB is refused with 413 and nothing is stored; a small chunked body works", async () => {
-    const big = JSON.stringify(auditEntry({ metadata: { note: "x".repeat(100) }, filler: "y".repeat(2 * 1024 * 1024) }))
+  test("a chunked body of 1.5 MiB is refused with 413 and nothing is stored; a small chunked body works", async () => {
+    const big = JSON.stringify(auditEntry({ metadata: { note: "x".repeat(100) }, filler: "y".repeat(1536 * 1024) }))
     const chunks = function*() {
       for (let at = 0; at < big.length; at += 64 * 1024) yield big.slice(at, at + 64 * 1024)
     }
@@ -110,8 +110,13 @@ describe("body size and media type", () => {
   })
 
   test("offline sync keeps its 8 MiB limit when chunked", async () => {
-    const nine = "x".repeat(9 * 1024 * 1024)
-    const refused = await chunkedRequest(app.url, "POST", "/v1/audit/offline-sync", { "content-type": "application/json" }, [`{"entries":"`, nine, `"}`])
+    // One chunk of 9 MiB (Bun itself ends a chunked body of 4 MiB or more at a chunk's end
+    // with a bare 400, so the service's answer must come mid-chunk). The service answers while bytes
+    // are still unread, which can reset the connection before this client reads the answer: a
+    // reset with no answer is tried again.
+    const over = "x".repeat(9 * 1024 * 1024)
+    const send = () => chunkedRequest(app.url, "POST", "/v1/audit/offline-sync", { "content-type": "application/json" }, [`{"entries":"`, over, `"}`])
+    const refused = await send().catch(send).catch(send)
     expect([refused.status, JSON.parse(refused.body).code]).toEqual([413, "PAYLOAD_TOO_LARGE"])
     // 2 MiB is within its limit: read and refused for what it is, not for its size
     const within = await chunkedRequest(app.url, "POST", "/v1/audit/offline-sync", { "content-type": "application/json" }, [`{"entries":"`, "x".repeat(2 * 1024 * 1024), `"}`])

@@ -67,23 +67,29 @@ export const chunkedRequest = (
     socket.on("end", finish)
     socket.on("close", finish)
     socket.on("error", (e) => {
-      // the server may close while the rest of an over-limit body is still being written
-      if (received.length > 0) finish()
-      else if (!settled) {
-        settled = true
-        reject(e)
-      }
+      // the server may close while the rest of an over-limit body is still being written: its answer
+      // may still be on the way in
+      setTimeout(() => {
+        if (received.length > 0) finish()
+        else if (!settled) {
+          settled = true
+          reject(e)
+        }
+      }, 100)
     })
-    socket.on("connect", async () => {
+    socket.on("connect", () => void upload().catch(() => {
+      // the server closed mid-upload (it answered early): the answer, if any, is handled by "close"
+    }))
+    const upload = async () => {
       const lines = [`${method} ${path} HTTP/1.1`, `Host: ${url.host}`, "Transfer-Encoding: chunked", "Connection: close"]
       for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`)
       socket.write(lines.join("\r\n") + "\r\n\r\n")
       for (const chunk of chunks) {
-        if (settled || socket.destroyed) return
+        if (settled || socket.destroyed || received.length > 0) return
         const bytes = typeof chunk === "string" ? Buffer.from(chunk) : Buffer.from(chunk)
         const ok = socket.write(`${bytes.length.toString(16)}\r\n`) && socket.write(bytes) && socket.write("\r\n")
         if (!ok) await new Promise((r) => { socket.once("drain", r); socket.once("close", r) })
       }
-      if (!settled && !socket.destroyed) socket.write("0\r\n\r\n")
-    })
+      if (!settled && !socket.destroyed && received.length === 0) socket.write("0\r\n\r\n")
+    }
   })

@@ -27,7 +27,11 @@ export type BodyVerdict =
     readonly routed: boolean
   }
 
-/** The verdict on this request's body, when it has one (see `makeBodyReader`). */
+/**
+ * The verdict on this request's body, when it has one (see `makeBodyReader`). A body read here is
+ * handed to the platform as a value: its own reading builds a cached effect per request with
+ * `Effect.runSync`, which under load cost about as much as the rest of a small request.
+ */
 export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBody, BodyVerdict>() {}
 
 /**
@@ -120,15 +124,16 @@ export const makeBodyReader = (api: HttpApi.HttpApi.Any) => {
     const chunked = request.headers.get("transfer-encoding") !== null
     if (!chunked && (declared === null || declared === "0")) return undefined
     const path = pathOf(request.url)
-    const route = routeOf(request.method, path)
-    const refuse = (status: 400 | 413 | 415, message: string): BodyVerdict => ({ _tag: "Refused", status, message, routed: route !== undefined })
+    // the route is looked up only when a refusal or a form needs it (not on the common path)
+    const route = () => routeOf(request.method, path)
+    const refuse = (status: 400 | 413 | 415, message: string): BodyVerdict => ({ _tag: "Refused", status, message, routed: route() !== undefined })
     const limit = maxBodyBytes(path)
     const tooLarge = () => refuse(413, `Request body exceeds ${limit} bytes`)
     if (declared !== null && !(Number(declared) <= limit)) return tooLarge()
     // a missing content type is read as JSON, as the platform does
     const type = (request.headers.get("content-type") ?? "application/json").toLowerCase()
     const json = type.includes("application/json")
-    if (!json && !(type.includes("application/x-www-form-urlencoded") && route?.form === true)) {
+    if (!json && !(type.includes("application/x-www-form-urlencoded") && route()?.form === true)) {
       return refuse(415, "Request body must be application/json")
     }
     let text: string

@@ -184,8 +184,7 @@ export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
   })
 
 /** The answer to a body the reader refused (too large, not JSON, nested too deep), before any work. */
-const bodyRefusal = (verdict: BodyVerdict, requestId: string, path: string) => {
-  if (verdict._tag !== "Refused") return undefined
+const bodyRefusal = (verdict: Extract<BodyVerdict, { _tag: "Refused" }>, requestId: string, path: string) => {
   const code = verdict.status === 413 ? "PAYLOAD_TOO_LARGE" : verdict.status === 415 ? "UNSUPPORTED_MEDIA_TYPE" : validationCode(path)
   return errorResponse(verdict.status, code, verdict.message, requestId)
 }
@@ -205,13 +204,14 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const path = q === -1 ? url : url.slice(0, q)
     const preRead = yield* Effect.serviceOption(PreReadBody)
     if (preRead._tag === "Some") {
-      const refused = bodyRefusal(preRead.value, requestId, path)
-      if (refused !== undefined) {
-        yield* Effect.sync(() => metrics.observe(request.method, (preRead.value as { routed: boolean }).routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000))
+      const verdict = preRead.value
+      if (verdict._tag === "Refused") {
+        const refused = bodyRefusal(verdict, requestId, path)
+        metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
-      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed((preRead.value as { text: string }).text)
+      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(verdict.text)
     }
     const state: GateState = { requestId }
     let observed = false

@@ -72,6 +72,8 @@ export interface RateLimitFigures {
   readonly containment: number
   readonly revocationStatus: number
   readonly authorizePerDeveloper: number
+  /** sign-ups per source address per clock hour */
+  readonly signupPerHour: number
   readonly scale: number
 }
 
@@ -313,6 +315,13 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   const didMethod = env.DID_METHOD?.trim() || "service"
   if (!/^[a-z0-9]+$/.test(didMethod)) throw new ConfigError("DID_METHOD", "must be lowercase letters and digits")
   const jwtIssuer = env.JWT_ISSUER?.trim() || "https://agent-auth.local"
+  // production refuses what exposes internals: private webhook receivers, a public /metrics
+  if (production && env.WEBHOOK_ALLOW_PRIVATE_HOSTS === "true") {
+    throw new ConfigError("WEBHOOK_ALLOW_PRIVATE_HOSTS", "must not be true in production")
+  }
+  if (production && !env.METRICS_TOKEN?.trim()) {
+    throw new ConfigError("METRICS_TOKEN", "is required in production (/metrics is not served publicly)")
+  }
   const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
     ? databaseUrl.slice("pglite://".length)
     : undefined
@@ -365,6 +374,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       containment: integer(env, "RATE_LIMIT_CONTAINMENT", 2000, 1),
       revocationStatus: integer(env, "RATE_LIMIT_REVOCATION_STATUS", 6000, 1),
       authorizePerDeveloper: integer(env, "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", 10, 1),
+      signupPerHour: integer(env, "RATE_LIMIT_SIGNUP_PER_HOUR", 10, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
     dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,

@@ -315,6 +315,10 @@ export const AuthorizationServiceLive = Layer.effect(
 
     const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
       Effect.gen(function*() {
+        // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
+        if (input.codeVerifier !== undefined && (input.codeVerifier.length < 43 || input.codeVerifier.length > 128)) {
+          return yield* Effect.fail(invalidGrant("codeVerifier must be 43 to 128 characters"))
+        }
         // decisions §18: the credential asked for is checked before the code is spent
         const wanted = yield* credentials.parseRequest(input)
         // A replay revokes the grant and must commit even though the request fails.

@@ -6,6 +6,7 @@ import { AuthorizationApi } from "./authorization/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
+import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
@@ -32,6 +33,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(CredentialsApi)
   .add(PrincipalSessionsApi)
   .add(PrincipalApi)
   .add(PermissionsPageApi)

@@ -23,6 +23,11 @@ export const EVENT_TYPES = [
   "vault.credential.exchanged",
   "budget.threshold",
   "budget.exhausted",
+  // decisions §18
+  "vc.issued",
+  "vc.revoked",
+  "sd-jwt.issued",
+  "sd-jwt.presented",
   // principal sessions and passkey management (decisions §12, §17)
   "principal.grant_revoked",
   "fido.registered",

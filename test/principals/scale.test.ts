@@ -1,7 +1,7 @@
 /**
  * Decisions §19: a principal's lists cost what the principal sees, not what the developer holds.
  * The same principal's grants and audit entries are read before and after 20,000 grants and
- * 20,000 audit entries of other principals of the same developer are added; the time per request
+ * 20,000 audit entries of other principals of the same developer are added; the fastest request
  * must stay within a bound of the first measurement (same run, same machine), and the plans use the
  * principal indexes.
  */
@@ -25,8 +25,11 @@ afterAll(async () => {
   await app.stop()
 }, 60_000)
 
-/** median milliseconds of n sequential requests */
-const median = async (path: string, n = 40) => {
+/**
+ * The fastest of n sequential requests, in milliseconds: the cost of the work itself. (Other load on a
+ * shared machine only ever adds time, so the minimum is the figure that load disturbs least.)
+ */
+const fastest = async (path: string, n = 40) => {
   const times: Array<number> = []
   for (let i = 0; i < n; i++) {
     const started = performance.now()
@@ -34,12 +37,12 @@ const median = async (path: string, n = 40) => {
     times.push(performance.now() - started)
     expect(res.status).toBe(200)
   }
-  return times.sort((a, b) => a - b)[Math.floor(n / 2)]!
+  return Math.min(...times)
 }
 
 test("the principal's grants and audit pages do not slow down with other principals' data", async () => {
-  const grantsBefore = await median("/v1/principal/grants")
-  const auditBefore = await median("/v1/principal/audit")
+  const grantsBefore = await fastest("/v1/principal/grants")
+  const auditBefore = await fastest("/v1/principal/audit")
   await app.query(
     `INSERT INTO grants (id, developer_id, agent_id, principal_id, scopes, status, issued_at, expires_at, created_at)
      SELECT 'grnt_bulk' || n, $1, $2, 'other-' || n, ARRAY['email:read'], 'active', now(), now() + interval '1 day', now()
@@ -54,8 +57,8 @@ test("the principal's grants and audit pages do not slow down with other princip
   )
   await app.query("ANALYZE grants")
   await app.query("ANALYZE audit_log")
-  const grantsAfter = await median("/v1/principal/grants")
-  const auditAfter = await median("/v1/principal/audit")
+  const grantsAfter = await fastest("/v1/principal/grants")
+  const auditAfter = await fastest("/v1/principal/audit")
   console.log(JSON.stringify({ grantsBefore, grantsAfter, auditBefore, auditAfter }))
   expect(grantsAfter).toBeLessThan(grantsBefore * 3 + 5)
   expect(auditAfter).toBeLessThan(auditBefore * 3 + 5)

@@ -30,6 +30,8 @@ import m0012 from "./0012_audit_key_generation.sql" with { type: "text" }
 import m0013 from "./0013_grant_hardening.sql" with { type: "text" }
 // @ts-ignore text import
 import m0014 from "./0014_hardening_data.sql" with { type: "text" }
+// @ts-ignore text import
+import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -45,5 +47,6 @@ export const migrations: Record<string, string> = {
   "0011_developer_changes": m0011,
   "0012_audit_key_generation": m0012,
   "0013_grant_hardening": m0013,
-  "0014_hardening_data": m0014
+  "0014_hardening_data": m0014,
+  "0019_webhook_rotation": m0019
 }

@@ -8,7 +8,9 @@ import { Effect } from "effect"
 import { createHmac } from "node:crypto"
 import { Webhook } from "standardwebhooks"
 import { Events } from "../../src/platform/Events.ts"
-import { seal, VaultKeys } from "../../src/vault/Crypto.ts"
+import { randomBytes } from "node:crypto"
+import { formatKey, openSync, parseKeyring, seal, VaultKeys } from "../../src/vault/Crypto.ts"
+import { rekey } from "../../src/vault/Rekey.ts"
 import { secretContext } from "../../src/webhooks/Service.ts"
 import { verifyWebhook } from "../../src/webhooks/verify.ts"
 import { deliverDue } from "../../src/webhooks/Worker.ts"
@@ -131,6 +133,30 @@ describe("rotation", () => {
     } finally {
       receiver.stop()
     }
+  })
+
+  test("vault rekey re-encrypts a still-valid previous secret too, and clears an expired one", async () => {
+    const d = await app.signup()
+    const hook = (await register(d.apiKey, "http://127.0.0.1:9/hook")).body
+    await app.request("POST", `/v1/webhooks/${hook.id}/rotate-secret`, { apiKey: d.apiKey })
+    const current = await app.run(VaultKeys)
+    const fresh = `k${Date.now()}:${randomBytes(32).toString("base64")}`
+    const ring = parseKeyring([fresh, ...[...current.byKid.values()].map(formatKey)].join(","))
+    await app.run(rekey(ring))
+    const [row] = await app.query("SELECT previous_secret_ciphertext FROM webhook_endpoints WHERE id = $1", [hook.id])
+    // opened with the new key alone: the old key can be dropped without losing the overlap
+    const alone = parseKeyring(fresh)
+    expect(openSync(alone, secretContext(hook.id, d.developerId), JSON.parse(row.previousSecretCiphertext))).toBe(hook.secret)
+    // past the overlap, rekey clears it rather than carry a secret nothing reads
+    const [{ expires }] = await app.query("SELECT previous_secret_expires_at AS expires FROM webhook_endpoints WHERE id = $1", [hook.id])
+    const now = await app.run(Effect.clockWith((c) => c.currentTimeMillis))
+    await app.setTime(new Date(expires).getTime())
+    await app.run(rekey(alone))
+    expect(await app.query("SELECT previous_secret_ciphertext AS c, previous_secret_expires_at AS e FROM webhook_endpoints WHERE id = $1", [hook.id]))
+      .toEqual([{ c: null, e: null }])
+    await app.setTime(now)
+    // back under the service's own keys, for the tests that follow
+    await app.run(rekey(parseKeyring([...[...current.byKid.values()].map(formatKey), fresh].join(","))))
   })
 })
 

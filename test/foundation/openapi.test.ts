@@ -264,6 +264,15 @@ describe("the document explains itself (issue 17 item 2)", () => {
     describes("post", "/v1/tokens/verify", "`principal`", "`principalId`", "`agent`", "`agentId`")
   })
 
+  test("the request examples that name nothing stored are accepted by the service as they are", async () => {
+    const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks"]
+    for (const path of accepted) {
+      const example = spec.paths[path].post.requestBody.content["application/json"].example
+      const res = await app.request("POST", path, { apiKey: dev.apiKey, body: example })
+      expect({ path, status: res.status, code: res.body?.code }).toEqual({ path, status: path === "/v1/webauthn/register/options" ? 200 : 201, code: undefined })
+    }
+  })
+
   test("the bodies checked by hand keep their own validation: the typed document changed no answer", async () => {
     const breach = await app.request("POST", "/v1/dpdp/breaches", { apiKey: dev.apiKey, body: { description: "x", nature: "y", extent: "z", surprise: 1 } })
     expect([breach.status, breach.body.code, breach.body.message]).toEqual([400, "BAD_REQUEST", "Unknown field surprise"])

@@ -12,6 +12,7 @@ import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
+import { describeApi } from "./openapi/Document.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
 import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
 import { SystemApi } from "./system/Api.ts"
@@ -40,5 +41,5 @@ export class Api extends HttpApi.make("agent-auth-service")
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")
-  .annotate(OpenApi.Transform, documentErrors)
+  .annotate(OpenApi.Transform, (spec) => describeApi(documentErrors(spec)))
 {}

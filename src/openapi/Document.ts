@@ -10,6 +10,7 @@ import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, Offli
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
+import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
 
 export interface OperationDoc {
@@ -20,9 +21,11 @@ export interface OperationDoc {
   readonly request?: unknown
   /** an example of the success answer's JSON body */
   readonly response?: unknown
+  /** the success answer's media type when the handler answers another than the generated `application/json` */
+  readonly responseType?: string
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS }
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
@@ -61,6 +64,9 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       if (scheme !== undefined) op.security = [{ [scheme]: [] }]
       if (doc?.request !== undefined) for (const content of Object.values<any>(op.requestBody?.content ?? {})) content.example = doc.request
       const success = Object.entries<any>(op.responses ?? {}).find(([status]) => Number(status) >= 200 && Number(status) < 300)?.[1]
+      if (doc?.responseType !== undefined && success?.content?.["application/json"] !== undefined) {
+        success.content = { [doc.responseType]: success.content["application/json"] }
+      }
       if (doc?.response !== undefined) for (const content of Object.values<any>(success?.content ?? {})) content.example = doc.response
     }
   }

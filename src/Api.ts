@@ -5,6 +5,7 @@ import { AuditApi } from "./audit/Api.ts"
 import { AuthorizationApi } from "./authorization/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
+import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
@@ -30,6 +31,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(ComplianceApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

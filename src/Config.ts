@@ -35,6 +35,7 @@ export interface AppConfig {
     readonly timeoutSeconds: number
     readonly maxAttempts: number
   }
+  readonly compliance: { readonly jobPollSeconds: number }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
     readonly alertLeadMinutes: number
@@ -279,6 +280,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       timeoutSeconds: positiveNumber(env, "WEBHOOK_TIMEOUT_SECONDS", 10),
       maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1)
     },
+    compliance: { jobPollSeconds: positiveNumber(env, "COMPLIANCE_JOB_POLL_SECONDS", 5) },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
       alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),

@@ -18,6 +18,9 @@ import { BreachesLive } from "./breaches/Service.ts"
 import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
 import { BudgetsHttp } from "./budgets/Http.ts"
 import { BudgetsLive } from "./budgets/Service.ts"
+import { ComplianceHttp } from "./compliance/Http.ts"
+import { ComplianceLive } from "./compliance/Service.ts"
+import { WorkerLive as ComplianceJobWorker } from "./compliance/Worker.ts"
 import { type AppConfig, Config } from "./Config.ts"
 import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
@@ -97,7 +100,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsLive,
     DomainsLive,
     PasskeysLive,
-    WebhooksLive
+    WebhooksLive,
+    ComplianceLive
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -113,7 +117,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsHttp,
     DomainsHttp,
     PasskeysHttp,
-    WebhooksHttp
+    WebhooksHttp,
+    ComplianceHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -121,7 +126,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker)
   const Docs = HttpApiScalar.layer({ path: "/docs" }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),

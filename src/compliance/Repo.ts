@@ -64,7 +64,8 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
   const q = <T extends object = any>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<T>(text, params as any).pipe(Effect.orDie)
 
   /**
-   * The seqs of the window's first and last entries (by time, through the list index), capped at
+   * The seqs of the window's first and last entries (by time, through the list index; entries of
+   * one millisecond are told apart by seq, not by their random id part), capped at
    * the head read first, so entries appended while the export runs (its own audit entry too) lie
    * outside it; and the anchor, the hash of the entry before the first.
    */
@@ -76,14 +77,16 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       let first = 1
       if (since !== undefined) {
         const [row] = yield* q<{ seq: string }>(
-          `SELECT seq FROM audit_log WHERE developer_id = $1 AND created_at >= $2 ORDER BY created_at, id LIMIT 1`, [developerId, since])
-        first = row === undefined ? headSeq + 1 : Number(row.seq)
+          `SELECT min(seq) AS seq FROM audit_log WHERE developer_id = $1 AND created_at =
+             (SELECT created_at FROM audit_log WHERE developer_id = $1 AND created_at >= $2 ORDER BY created_at LIMIT 1)`, [developerId, since])
+        first = row?.seq == null ? headSeq + 1 : Number(row.seq)
       }
       let last = headSeq
       if (until !== undefined) {
         const [row] = yield* q<{ seq: string }>(
-          `SELECT seq FROM audit_log WHERE developer_id = $1 AND created_at <= $2 ORDER BY created_at DESC, id DESC LIMIT 1`, [developerId, until])
-        last = row === undefined ? 0 : Math.min(Number(row.seq), headSeq)
+          `SELECT max(seq) AS seq FROM audit_log WHERE developer_id = $1 AND created_at =
+             (SELECT created_at FROM audit_log WHERE developer_id = $1 AND created_at <= $2 ORDER BY created_at DESC LIMIT 1)`, [developerId, until])
+        last = row?.seq == null ? 0 : Math.min(Number(row.seq), headSeq)
       }
       let anchor: string | null = null
       if (first > 1) {

@@ -111,6 +111,31 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     )
   }
 
+  /**
+   * The same page as NDJSON text built by PostgreSQL in one value (its rows joined, plus the count,
+   * the last seq and the last hash): one string per page instead of a parsed object per row, which
+   * keeps the garbage a large export leaves for the collector, and so the process's memory, low.
+   */
+  const auditNdjsonPage = (developerId: string, afterSeq: number, lastSeq: number, filters: AuditFilters, limit = PAGE) => {
+    const params: Array<unknown> = [developerId, afterSeq, lastSeq]
+    let where = "developer_id = $1 AND seq > $2 AND seq <= $3"
+    for (const [column, value] of [["agent_id", filters.agentId], ["status", filters.status], ["action", filters.action]] as const) {
+      if (value === undefined) continue
+      params.push(value)
+      where += ` AND ${column} = $${params.length}`
+    }
+    params.push(limit)
+    return q<{ n: string; lastSeq: string | null; lastHash: string | null; text: string | null }>(`
+      SELECT count(*) AS n, max(seq) AS last_seq, (array_agg(hash ORDER BY seq DESC))[1] AS last_hash,
+             string_agg(line, E'\n' ORDER BY seq) AS text
+      FROM (SELECT seq, hash, json_build_object('seq', seq, 'entryId', id, 'agentId', agent_id, 'agentDid', agent_did,
+              'grantId', grant_id, 'principalId', principal_id, 'developerId', developer_id, 'action', action, 'metadata', metadata,
+              'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash)::text AS line
+            FROM audit_log WHERE ${where} ORDER BY seq LIMIT $${params.length}) page`, params).pipe(
+      Effect.map(([r]) => ({ rows: Number(r!.n), lastSeq: Number(r!.lastSeq ?? 0), lastHash: r!.lastHash, text: r!.text ?? "" }))
+    )
+  }
+
   const auditCount = (developerId: string, first: number, last: number, filters: AuditFilters) => {
     const params: Array<unknown> = [developerId, first, last]
     let where = "developer_id = $1 AND seq >= $2 AND seq <= $3"
@@ -157,7 +182,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     return q<{ n: string }>(`SELECT count(*) AS n FROM grants WHERE ${where}`, params).pipe(Effect.map(([r]) => Number(r!.n)))
   }
 
-  return { q, auditRange, auditPage, auditCount, grantPage, grantCount }
+  return { q, auditRange, auditPage, auditNdjsonPage, auditCount, grantPage, grantCount }
 }
 
 export type Repo = ReturnType<typeof makeRepo>

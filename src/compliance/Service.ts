@@ -121,7 +121,15 @@ export const ComplianceLive = Layer.effect(
           const contiguous = Object.keys(filters).length === 0
           header = { ...base, filters, contiguous, anchor: range.anchor }
           lastHash = contiguous ? range.anchor : null
-          body = Stream.paginateChunkEffect(range.first - 1, (after) =>
+          body = format === "ndjson"
+            ? Stream.paginateChunkEffect(range.first - 1, (after) =>
+              repo.auditNdjsonPage(developerId, after, range.last, query).pipe(Effect.map((page) => {
+                rows += page.rows
+                if (page.rows === 0) return [Chunk.empty<Uint8Array>(), Option.none()] as const
+                lastHash = page.lastHash
+                return [Chunk.of(emit(`${page.text}\n`)), page.rows < PAGE ? Option.none() : Option.some(page.lastSeq)] as const
+              })))
+            : Stream.paginateChunkEffect(range.first - 1, (after) =>
             repo.auditPage(developerId, after, range.last, query).pipe(Effect.map((page: ReadonlyArray<AuditRow>) => {
               rows += page.length
               if (page.length > 0) lastHash = page[page.length - 1]!.hash

@@ -31,3 +31,42 @@ export const download = async (app: TestApp, apiKey: string, path: string) => {
   const res = await fetch(app.url + path, { headers: { authorization: `Bearer ${apiKey}` } })
   return { status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) }
 }
+
+/**
+ * The service as its own process (`agent-auth serve`) on an existing database, so its memory can
+ * be read from outside (a client in the same process would count its own buffers) and it can be
+ * killed with SIGKILL.
+ */
+export const spawnServer = async (databaseUrl: string, privateKeyPem: string, env: Record<string, string> = {}) => {
+  const child = Bun.spawn([process.execPath, "src/main.ts", "serve"], {
+    cwd: new URL("../..", import.meta.url).pathname,
+    env: {
+      PATH: process.env.PATH ?? "", DATABASE_URL: databaseUrl, REDIS_URL: "memory://", RSA_PRIVATE_KEY: privateKeyPem, PORT: "0",
+      HOST: "127.0.0.1", LOG_LEVEL: "none", ...env
+    },
+    stdout: "pipe",
+    stderr: "inherit"
+  })
+  const reader = child.stdout.getReader()
+  let buffered = ""
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error("the server exited before listening")
+    buffered += new TextDecoder().decode(value)
+    const match = /"url":"(http:\/\/[^"]+)"/.exec(buffered)
+    if (match) {
+      reader.releaseLock()
+      return {
+        url: match[1]!,
+        pid: child.pid,
+        /** resident set size in bytes, from /proc */
+        rss: () => {
+          const status = require("node:fs").readFileSync(`/proc/${child.pid}/status`, "utf8") as string
+          return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024
+        },
+        kill: (signal: NodeJS.Signals = "SIGTERM") => child.kill(signal),
+        exited: child.exited
+      }
+    }
+  }
+}

@@ -18,7 +18,7 @@ import {
   trailerText
 } from "./Format.ts"
 import { iso } from "./Params.ts"
-import { type AuditFilters, makeRepo, PAGE, type Repo } from "./Repo.ts"
+import { type AuditFilters, makeRepo, NDJSON_PAGE, PAGE, type Repo } from "./Repo.ts"
 
 export interface AuditQuery extends AuditFilters {
   readonly since?: Date | undefined
@@ -127,7 +127,7 @@ export const ComplianceLive = Layer.effect(
                 rows += page.rows
                 if (page.rows === 0) return [Chunk.empty<Uint8Array>(), Option.none()] as const
                 lastHash = page.lastHash
-                return [Chunk.of(emit(`${page.text}\n`)), page.rows < PAGE ? Option.none() : Option.some(page.lastSeq)] as const
+                return [Chunk.of(emit(page.text)), page.rows < NDJSON_PAGE ? Option.none() : Option.some(page.lastSeq)] as const
               })))
             : Stream.paginateChunkEffect(range.first - 1, (after) =>
             repo.auditPage(developerId, after, range.last, query).pipe(Effect.map((page: ReadonlyArray<AuditRow>) => {

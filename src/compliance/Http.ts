@@ -25,8 +25,9 @@ const streamed = (stream: Stream.Stream<Uint8Array>, format: StreamFormat, name:
     headers: { "content-disposition": `attachment; filename="${name}.${format}"`, "cache-control": "no-store" }
   })
 
-const isAuditCursor = (v: any): v is { a: number; l: number; t: number; c: boolean } =>
-  v !== null && typeof v === "object" && [v.a, v.l, v.t].every((n) => Number.isSafeInteger(n) && n >= 0) && typeof v.c === "boolean"
+const isAuditCursor = (v: any): v is { a: number; l: number; t: number; c: boolean; f: string } =>
+  v !== null && typeof v === "object" && [v.a, v.l, v.t].every((n) => Number.isSafeInteger(n) && n >= 0) && typeof v.c === "boolean" &&
+  typeof v.f === "string"
 const isGrantCursor = (v: any): v is { c: string; id: string; t: number } =>
   v !== null && typeof v === "object" && typeof v.c === "string" && !Number.isNaN(Date.parse(v.c)) && typeof v.id === "string" &&
   Number.isSafeInteger(v.t)
@@ -66,11 +67,16 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           }
           const limit = yield* exportLimit(urlParams.limit)
           let cursor = yield* decodePageCursor(urlParams.cursor, isAuditCursor)
+          // a cursor belongs to the filters it was made with (the anchor of a page depends on them)
+          const f = canonicalJson(filters)
+          if (cursor !== undefined && cursor.f !== f) {
+            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor belongs to another set of filters"))
+          }
           if (cursor === undefined) {
             const range = yield* repo.auditRange(developer.id, window.since, window.until)
             const contiguous = filters.agentId === undefined && filters.status === undefined && filters.action === undefined
             const total = range.last < range.first ? 0 : contiguous ? range.last - range.first + 1 : yield* repo.auditCount(developer.id, range.first, range.last, filters)
-            cursor = { a: range.first - 1, l: range.last, t: total, c: contiguous }
+            cursor = { a: range.first - 1, l: range.last, t: total, c: contiguous, f }
           }
           const rows = yield* repo.auditPage(developer.id, cursor.a, cursor.l, filters, limit + 1)
           const page = rows.slice(0, limit)

@@ -122,6 +122,8 @@ describe("JSON pages", () => {
     expect(second.body.entries[0].seq).toBe(1001)
     expect(second.body.anchor).toBe(first.body.entries[999].hash)
     expect(second.body.total).toBe(first.body.total)
+    const otherFilters = await app.request("GET", `/v1/compliance/export/audit?status=failure&cursor=${first.body.nextCursor}`, { apiKey: dev.apiKey })
+    expect([otherFilters.status, otherFilters.body.code]).toEqual([400, "BAD_REQUEST"])
     for (const page of [first, second]) expect((await verifyExport(new TextEncoder().encode(page.text), jwks)).ok).toBe(true)
     const grants = await app.request("GET", "/v1/compliance/export/grants?limit=2", { apiKey: dev.apiKey })
     expect(grants.body).toMatchObject({ total: 3 })

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as jose from "jose"
 import { createHash } from "node:crypto"
 import { verifyExport } from "../../scripts/verify-export.ts"
+import { runDueJobs } from "../../src/compliance/Jobs.ts"
 import { canonicalJson } from "../../src/platform/AuditChain.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
@@ -162,4 +163,22 @@ describe("DPDP exports", () => {
     expect(gone.status).toBe(410)
     expect(gone.body.code).toBe("GONE")
   })
+
+  test("above the inline size: 202 with a job, whose result holds every row (the published one stopped at 1,000)", async () => {
+    const d = await app.signup()
+    await seedAudit(app, d.developerId, 10_001)
+    const r = await app.request("POST", "/v1/dpdp/exports", {
+      apiKey: d.apiKey, body: { type: "dpdp-audit", dateFrom: "2026-01-01", dateTo: "2026-12-31", includeConsentRecords: false }
+    })
+    expect(r.status).toBe(202)
+    expect(r.body).toMatchObject({ status: "pending", truncated: false, recordCount: 10_001 })
+    const id = r.body.exportId
+    expect((await app.request("GET", `/v1/dpdp/exports/${id}`, { apiKey: d.apiKey })).body).toMatchObject({ status: "pending", data: null })
+    await app.run(runDueJobs())
+    const done = await app.request("GET", `/v1/dpdp/exports/${id}`, { apiKey: d.apiKey })
+    expect(done.body).toMatchObject({ status: "complete", recordCount: 10_001, truncated: false })
+    expect(done.body.data.auditLog.length).toBe(10_001)
+    expect(done.body.data.grievances).toEqual([])
+    expect(done.body.data.consentRecords).toBeUndefined()
+  }, 60_000)
 })

@@ -231,3 +231,18 @@ test("tenants are isolated: another developer's export holds none of these entri
   expect(JSON.parse(lines(r.bytes)[1]!).exportEnd.rows).toBe(0)
   expect((await verifyExport(r.bytes, jwks)).ok).toBe(true)
 })
+
+test("a client that goes away mid-export leaves the service serving (the embedded database's one connection too)", async () => {
+  const controller = new AbortController()
+  const res = await fetch(`${app.url}/v1/compliance/export/audit?format=csv`, {
+    headers: { authorization: `Bearer ${dev.apiKey}` }, signal: controller.signal
+  })
+  const reader = res.body!.getReader()
+  await reader.read()
+  controller.abort()
+  await reader.read().catch(() => undefined)
+  const after = await download(app, dev.apiKey, "/v1/compliance/export/audit?format=ndjson&status=blocked")
+  expect(after.status).toBe(200)
+  expect((await verifyExport(after.bytes, jwks)).ok).toBe(true)
+  expect((await app.request("GET", "/v1/compliance/summary", { apiKey: dev.apiKey })).status).toBe(200)
+})

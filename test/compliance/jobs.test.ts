@@ -147,3 +147,16 @@ test("bad job requests → 400", async () => {
   const { id } = (await create(d.apiKey, { kind: "grants" })).body
   expect((await app.request("GET", `/v1/compliance/exports/${id}`, { apiKey: other.apiKey })).status).toBe(404)
 })
+
+test("a job that cannot be produced is tried 3 times, then failed with a message that reveals nothing", async () => {
+  while ((await round()).claimed > 0) { /* earlier tests' jobs */ }
+  const d = await app.signup()
+  const { id } = (await create(d.apiKey, { kind: "audit", format: "ndjson" })).body
+  // a stored parameter the database refuses (as a bug or a bad row would): every run fails
+  await app.query(`UPDATE compliance_exports SET params = '{"since":"not a date","until":null,"filters":{}}' WHERE id = $1`, [id])
+  for (let i = 0; i < 3; i++) expect(await round()).toEqual({ claimed: 1, completed: 0 })
+  expect(await round()).toEqual({ claimed: 0, completed: 0 })
+  const job = (await app.request("GET", `/v1/compliance/exports/${id}`, { apiKey: d.apiKey })).body
+  expect(job).toMatchObject({ status: "failed", error: "the export could not be produced", sha256: null })
+  expect((await app.request("GET", `/v1/compliance/exports/${id}/download`, { apiKey: d.apiKey })).body.code).toBe("EXPORT_NOT_READY")
+})

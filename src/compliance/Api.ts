@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, Gone, NotFound, PayloadTooLarge, TooManyRequests, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, ExportNotReady, ExportTooLarge, Gone, NotFound, RateLimited } from "../platform/Errors.ts"
 
 const Opt = Schema.optional(Schema.String)
 const Count4 = (a: string, b: string, c: string, d: string) =>
@@ -71,7 +71,7 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
       .setUrlParams(Schema.Struct({ since: Opt, until: Opt, framework: Opt }))
       .addSuccess(Json)
       .addError(BadRequest)
-      .addError(PayloadTooLarge)
+      .addError(ExportTooLarge)
   )
   .add(
     HttpApiEndpoint.post("createJob", "/v1/compliance/exports")
@@ -87,7 +87,8 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
       }))
       .addSuccess(Schema.Struct({ id: Schema.String, status: Schema.Literal("pending") }), { status: 202 })
       .addError(BadRequest)
-      .addError(TooManyRequests)
+      .addError(BodyErrors)
+      .addError(RateLimited)
   )
   .add(
     HttpApiEndpoint.get("getJob", "/v1/compliance/exports/:id")
@@ -100,7 +101,7 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(Schema.Unknown)
       .addError(NotFound)
-      .addError(Conflict)
+      .addError(ExportNotReady)
       .addError(Gone)
   )
   .add(
@@ -116,7 +117,8 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
       }))
       .addSuccess(Json, { status: 201 })
       .addError(BadRequest)
-      .addError(TooManyRequests)
+      .addError(BodyErrors)
+      .addError(RateLimited)
   )
   .add(
     HttpApiEndpoint.get("getDpdpExport", "/v1/dpdp/exports/:id")
@@ -126,5 +128,5 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
       .addError(Gone)
   )
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

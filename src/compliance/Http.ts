@@ -3,7 +3,7 @@ import { Effect, Stream } from "effect"
 import { Api } from "../Api.ts"
 import { canonicalJson } from "../platform/AuditChain.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest, Gone, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { dpdpRowCount, dpdpStream, INLINE_MAX_ROWS, type DpdpParams } from "./Dpdp.ts"
@@ -70,7 +70,7 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           // a cursor belongs to the filters it was made with (the anchor of a page depends on them)
           const f = canonicalJson(filters)
           if (cursor !== undefined && cursor.f !== f) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor belongs to another set of filters"))
+            return yield* Effect.fail(new BadRequest({ message: "cursor belongs to another set of filters" }))
           }
           if (cursor === undefined) {
             const range = yield* repo.auditRange(developer.id, window.since, window.until)
@@ -131,14 +131,14 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const window = yield* parseWindow(payload.since, payload.until)
           const pack = payload.kind === "evidence-pack"
           const format = payload.format ?? (pack ? "json" : "ndjson")
-          if (pack && format !== "json") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "An evidence pack is JSON"))
+          if (pack && format !== "json") return yield* Effect.fail(new BadRequest({ message: "An evidence pack is JSON" }))
           if (!pack && format === "json") {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "A job writes ndjson or csv; JSON pages come from the export routes"))
+            return yield* Effect.fail(new BadRequest({ message: "A job writes ndjson or csv; JSON pages come from the export routes" }))
           }
           if (pack && (payload.status ?? payload.agentId ?? payload.action) !== undefined) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "An evidence pack takes no filters"))
+            return yield* Effect.fail(new BadRequest({ message: "An evidence pack takes no filters" }))
           }
-          if (payload.framework !== undefined && !pack) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "framework is for evidence packs"))
+          if (payload.framework !== undefined && !pack) return yield* Effect.fail(new BadRequest({ message: "framework is for evidence packs" }))
           const filters: Record<string, string> = {}
           if (payload.kind === "audit") {
             const status = yield* oneOf("status", payload.status, AUDIT_STATUSES)
@@ -147,7 +147,7 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
             if (payload.action !== undefined) filters.action = payload.action
           } else if (payload.kind === "grants") {
             if (payload.agentId !== undefined || payload.action !== undefined) {
-              return yield* Effect.fail(err.badRequest("BAD_REQUEST", "grants exports filter by status only"))
+              return yield* Effect.fail(new BadRequest({ message: "grants exports filter by status only" }))
             }
             const status = yield* oneOf("status", payload.status, GRANT_STATUSES)
             if (status !== undefined) filters.status = status
@@ -182,7 +182,7 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const developer = yield* CurrentDeveloper
           const window = yield* parseWindow(payload.dateFrom, payload.dateTo, ["dateFrom", "dateTo"])
           if (payload.type === "gdpr-article-15" && payload.dataPrincipalId === undefined) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "dataPrincipalId is required for a gdpr-article-15 export"))
+            return yield* Effect.fail(new BadRequest({ message: "dataPrincipalId is required for a gdpr-article-15 export" }))
           }
           const params: DpdpParams = {
             type: payload.type, dateFrom: window.since!.toISOString(), dateTo: window.until!.toISOString(), format: "json",
@@ -222,9 +222,9 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const row = yield* getJob(developer.id, path.id)
-          if (row.kind !== "dpdp") return yield* Effect.fail(err.notFound("NOT_FOUND", "Export not found"))
+          if (row.kind !== "dpdp") return yield* Effect.fail(new NotFound({ message: "Export not found" }))
           const view = jobView(row, yield* nowMillis)
-          if (view.status === "expired") return yield* Effect.fail(err.gone("GONE", "Export has expired and its data was deleted"))
+          if (view.status === "expired") return yield* Effect.fail(new Gone({ message: "Export has expired and its data was deleted" }))
           const p = row.params.dpdp as DpdpParams
           let data: unknown = null
           // small results inline, as published; a large one is downloaded from its job

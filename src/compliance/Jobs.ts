@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
-import { err, TooManyRequests } from "../platform/Errors.ts"
+import { ExportNotReady, Gone, NotFound, RateLimited } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { packStream, type Framework } from "./Pack.ts"
@@ -42,8 +42,7 @@ export const createJob = (developerId: string, kind: JobKind, format: string, pa
       FROM compliance_exports WHERE developer_id = $1 AND (created_at > $2 OR status IN ('pending', 'running'))`,
       [developerId, new Date(ms - 3_600_000)])
     if (Number(counts!.hour) >= JOBS_PER_HOUR || Number(counts!.open) >= RUNNING_PER_DEVELOPER) {
-      return yield* Effect.fail(new TooManyRequests({
-        code: "RATE_LIMITED",
+      return yield* Effect.fail(new RateLimited({
         message: `At most ${JOBS_PER_HOUR} export jobs an hour and ${RUNNING_PER_DEVELOPER} unfinished at a time; try again later`
       }))
     }
@@ -77,7 +76,7 @@ export const getJob = (developerId: string, id: string) =>
   Effect.gen(function*() {
     const svc = yield* Compliance
     const [row] = yield* svc.repo.q(`SELECT * FROM compliance_exports WHERE id = $1 AND developer_id = $2`, [id, developerId])
-    if (row === undefined) return yield* Effect.fail(err.notFound("EXPORT_NOT_FOUND", "Export not found"))
+    if (row === undefined) return yield* Effect.fail(new NotFound({ message: "Export not found" }))
     return row
   })
 
@@ -88,10 +87,10 @@ export const jobFile = (developerId: string, id: string) =>
     const row = yield* getJob(developerId, id)
     const view = jobView(row, yield* nowMillis)
     if (view.status === "expired") {
-      return yield* Effect.fail(err.gone("GONE", "The export's result was kept 7 days and has been deleted"))
+      return yield* Effect.fail(new Gone({ message: "The export's result was kept 7 days and has been deleted" }))
     }
     if (view.status !== "complete") {
-      return yield* Effect.fail(err.conflict("EXPORT_NOT_READY", `The export is ${view.status}; download it once it is complete`))
+      return yield* Effect.fail(new ExportNotReady({ message: `The export is ${view.status}; download it once it is complete` }))
     }
     const chunks = Number(row.chunks)
     const stream = Stream.paginateEffect(0, (n: number) =>

@@ -8,7 +8,7 @@
 import { Chunk, Effect, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { canonicalJson, entryHash } from "../platform/AuditChain.ts"
-import { err } from "../platform/Errors.ts"
+import { ExportTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
 import type { AuditRow } from "./Format.ts"
 import { iso, type Window } from "./Params.ts"
@@ -25,11 +25,10 @@ export const checkInlineSize = (svc: ComplianceService, developerId: string, win
     const range = yield* svc.repo.auditRange(developerId, window.since, window.until)
     const entries = Math.max(0, range.last - range.first + 1)
     if (entries > INLINE_MAX_ENTRIES) {
-      return yield* Effect.fail(err.payloadTooLarge(
-        "EXPORT_TOO_LARGE",
-        `The window holds ${entries} audit entries, above the inline limit of ${INLINE_MAX_ENTRIES}: ` +
+      return yield* Effect.fail(new ExportTooLarge({
+        message: `The window holds ${entries} audit entries, above the inline limit of ${INLINE_MAX_ENTRIES}: ` +
           "create an export job instead (POST /v1/compliance/exports with kind evidence-pack)"
-      ))
+      }))
     }
   })
 

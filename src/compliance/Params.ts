@@ -4,7 +4,7 @@
  * implementation handed such values to PostgreSQL and answered 500).
  */
 import { Effect } from "effect"
-import { type BadRequest, err } from "../platform/Errors.ts"
+import { BadRequest } from "../platform/Errors.ts"
 
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/
@@ -36,13 +36,13 @@ export const parseWindow = (
   const s = since === undefined || since === "" ? undefined : parseInstant(since, false)
   const u = until === undefined || until === "" ? undefined : parseInstant(until, true)
   if (since !== undefined && since !== "" && s === undefined) {
-    return Effect.fail(err.badRequest("BAD_REQUEST", `${names[0]} must be an ISO 8601 date or date-time`, [{ path: names[0], message: "not a date" }]))
+    return Effect.fail(new BadRequest({ message: `${names[0]} must be an ISO 8601 date or date-time`, details: [{ path: names[0], message: "not a date" }] }))
   }
   if (until !== undefined && until !== "" && u === undefined) {
-    return Effect.fail(err.badRequest("BAD_REQUEST", `${names[1]} must be an ISO 8601 date or date-time`, [{ path: names[1], message: "not a date" }]))
+    return Effect.fail(new BadRequest({ message: `${names[1]} must be an ISO 8601 date or date-time`, details: [{ path: names[1], message: "not a date" }] }))
   }
   if (s !== undefined && u !== undefined && s.getTime() > u.getTime()) {
-    return Effect.fail(err.badRequest("BAD_REQUEST", `${names[0]} must not be after ${names[1]}`))
+    return Effect.fail(new BadRequest({ message: `${names[0]} must not be after ${names[1]}` }))
   }
   return Effect.succeed({ since: s, until: u })
 }
@@ -53,14 +53,14 @@ export const oneOf = <const T extends string>(name: string, value: string | unde
   }
   return (allowed as ReadonlyArray<string>).includes(value)
     ? Effect.succeed(value as T | undefined)
-    : Effect.fail(err.badRequest("BAD_REQUEST", `${name} must be one of: ${allowed.join(", ")}`))
+    : Effect.fail(new BadRequest({ message: `${name} must be one of: ${allowed.join(", ")}` }))
 }
 
 /** JSON pages: `limit` 1–10,000 (default 1,000) */
 export const exportLimit = (raw: string | undefined) => {
   if (raw === undefined) return Effect.succeed(1000)
   if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 10_000) {
-    return Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 10000"))
+    return Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 10000" }))
   }
   return Effect.succeed(Number(raw))
 }
@@ -72,7 +72,7 @@ export const decodePageCursor = <T>(raw: string | undefined, check: (v: any) => 
     const value = JSON.parse(Buffer.from(raw, "base64url").toString("utf8"))
     if (check(value)) return Effect.succeed(value)
   } catch { /* falls through */ }
-  return Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+  return Effect.fail(new BadRequest({ message: "cursor is not valid" }))
 }
 
 export const iso = (d: Date | undefined) => d === undefined ? null : d.toISOString()

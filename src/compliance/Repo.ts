@@ -67,7 +67,11 @@ const toGrantRow = (r: any, nowMs: number): GrantRow => ({
 })
 
 export const makeRepo = (sql: SqlClient.SqlClient) => {
-  const q = <T extends object = any>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<T>(text, params as any).pipe(Effect.orDie)
+  // Uninterruptible: a client that leaves mid-export interrupts the stream, and interrupting a
+  // running query sends PostgreSQL a cancel request that can land on the connection's next query
+  // (another request's). Every statement here is one short page, so it is simply let finish.
+  const q = <T extends object = any>(text: string, params: ReadonlyArray<unknown>) =>
+    sql.unsafe<T>(text, params as any).pipe(Effect.orDie, Effect.uninterruptible)
 
   /**
    * The seqs of the window's first and last entries (by time, through the list index; entries of

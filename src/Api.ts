@@ -7,6 +7,7 @@ import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
 import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
+import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
@@ -33,6 +34,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(PasskeysApi)
   .add(WebhooksApi)
   .add(ComplianceApi)
+  .add(CredentialsApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

@@ -107,6 +107,8 @@ export interface GateState {
   grant?: GrantTokenClaims
   grantToken?: string
   rateHeaders?: Record<string, string>
+  /** the gate found no route for the request (metrics label it `unmatched`) */
+  unmatched?: boolean
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 

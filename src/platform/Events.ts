@@ -22,7 +22,12 @@ export const EVENT_TYPES = [
   "consent_bundle.revoked",
   "vault.credential.exchanged",
   "budget.threshold",
-  "budget.exhausted"
+  "budget.exhausted",
+  // decisions §18
+  "vc.issued",
+  "vc.revoked",
+  "sd-jwt.issued",
+  "sd-jwt.presented"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -105,6 +105,15 @@ export class ExportNotReady extends ApiError<ExportNotReady>()("EXPORT_NOT_READY
 // 410
 export class Gone extends ApiError<Gone>()("GONE", 410) {}
 export class RequestNotPending extends ApiError<RequestNotPending>()("REQUEST_NOT_PENDING", 410) {}
+// passkey management and principal sessions (decisions §12, §17)
+export class TooManyCredentials extends ApiError<TooManyCredentials>()("TOO_MANY_CREDENTIALS", 409) {}
+export class UnknownCredential extends ApiError<UnknownCredential>()("UNKNOWN_CREDENTIAL", 403) {}
+export class AuthenticatorNotAllowed extends ApiError<AuthenticatorNotAllowed>()("AUTHENTICATOR_NOT_ALLOWED", 403) {}
+export class AttestationAnchorsRequired extends ApiError<AttestationAnchorsRequired>()("ATTESTATION_ANCHORS_REQUIRED", 422) {}
+/** A genuine passkey signature whose counter did not grow: a cloned authenticator (403, decisions §17). */
+export class PasskeyCounterRegressed
+  extends ApiError<PasskeyCounterRegressed>()("VERIFICATION_FAILED", 403, "PasskeyCounterRegressed")
+{}
 // 413
 /** An inline evidence pack above 50,000 audit entries: use an export job (decisions §15). */
 export class ExportTooLarge extends ApiError<ExportTooLarge>()("EXPORT_TOO_LARGE", 413) {}
@@ -144,6 +153,7 @@ export type ApiFailure =
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge
+  | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
   | ExportNotReady | ExportTooLarge
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------

@@ -5,6 +5,7 @@ import { AuditApi } from "./audit/Api.ts"
 import { AuthorizationApi } from "./authorization/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
+import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
@@ -34,6 +35,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(ComplianceApi)
   .add(CredentialsApi)
   .add(PrincipalSessionsApi)
   .add(PrincipalApi)

@@ -9,6 +9,7 @@
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
+import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
@@ -25,7 +26,7 @@ export interface OperationDoc {
   readonly responseType?: string
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS }
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {

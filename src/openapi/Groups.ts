@@ -87,6 +87,13 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
       "passkey assertion (required when your account has `fidoRequired`). Your policy can require backup-eligible authenticators or an AAGUID " +
       "allow-list; the Signal API values keep the person's passkey manager in step with what you still accept."
   },
+  compliance: {
+    name: "Compliance exports",
+    description: "Evidence for auditors and regulators: a summary of counts, grant and audit-chain exports (signed JSON pages, or NDJSON / CSV " +
+      "files streamed without a row cap), a signed evidence pack, background jobs for the large ones, and the DPDP / GDPR exports of the " +
+      "published protocol. Every export is signed with the grant-token key and checkable with the public JWKS alone (`scripts/verify-export.ts`), " +
+      "audit exports carry the anchor hash that lets a range be checked on its own, and every export is written to your audit chain."
+  },
   credentials: {
     name: "Verifiable credentials and DIDs",
     description: "W3C Verifiable Credentials for grants, signed by the service's own `did:web` DID: a `vc+jwt` (VCDM 2.0) or an SD-JWT VC whose " +

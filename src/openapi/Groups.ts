@@ -6,8 +6,24 @@
 import { EVENT_TYPES, type EventType } from "../platform/Events.ts"
 import { acceptedScopes } from "../vault/Service.ts"
 
+/**
+ * The events of capabilities merged after this table was written, described from their code so the
+ * catalogue has them the moment they land (an entry for a type not emitted yet is unused).
+ */
+const LANDING_EVENT_DATA: Record<string, string> = {
+  "scim.user.provisioned": "`scimUserId`, `principalId`",
+  "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names, never values)",
+  "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many grants were revoked)",
+  "scim.group.updated": "`groupId`, `added`, `removed` (SCIM user ids)",
+  "policy.denied": "`decisionId`, `action`, `agentId`, `principalId`, `policyId`",
+  "billing.quota.threshold": "`meter`, `pct` (the share of the quota used that was crossed), `period`",
+  "billing.invoice.created": "`invoiceId`, `period`",
+  "billing.subscription.updated": "`plan`, `status`"
+}
+
 /** each event type's `data` fields (ids, statuses and times only; never breach text or principal lists) */
 export const EVENT_DATA: Record<EventType, string> = {
+  ...LANDING_EVENT_DATA,
   "grant.created": "`grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
   "grant.revoked": "`grantId`, `cascade` (true when descendants were revoked by the same call)",
   "token.issued": "`tokenId` (the token's jti), `grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",

@@ -64,6 +64,12 @@ describe("the document", () => {
     for (const { method, path, op } of operations()) {
       for (const [status, response] of Object.entries<any>(op.responses)) {
         if (Number(status) < 400 || path === "/health") continue
+        if (path.startsWith("/scim/v2/")) {
+          // RFC 7644 errors, as application/scim+json (decisions §11)
+          const where = `${method.toUpperCase()} ${path} ${status}`
+          expect({ where, ref: response.content?.["application/scim+json"]?.schema?.$ref }).toEqual({ where, ref: "#/components/schemas/ScimError" })
+          continue
+        }
         const schema = response.content?.["application/json"]?.schema
         const members: Array<any> = schema?.anyOf ?? [schema]
         for (const member of members) {
@@ -248,6 +254,11 @@ describe("the document explains itself (issue 17 item 2)", () => {
       expect({ path, security: spec.paths[path][method].security }).toEqual({ path, security: [{ principalSession: [] }] })
     }
     expect(spec.paths["/v1/principal-sessions"].post.security).toEqual([{ apiKey: [] }])
+    // an identity provider's SCIM token, refused (401) or limited (429) in the SCIM error shape
+    for (const { method, path, op } of operations().filter((o) => o.path.startsWith("/scim/v2/"))) {
+      const where = `${method} ${path}`
+      expect({ where, security: op.security, gate: ["401", "429"].filter((s) => s in op.responses) }).toEqual({ where, security: [{ scimToken: [] }], gate: ["401", "429"] })
+    }
     const tags = new Map<string, string>(spec.tags.map((t: any) => [t.name, t.description]))
     for (const { method, path, op } of operations()) {
       for (const s of op.security ?? []) for (const name of Object.keys(s)) expect({ name, declared: name in schemes }).toEqual({ name, declared: true })

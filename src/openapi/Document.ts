@@ -11,9 +11,9 @@ import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
 import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
-import { documentScim, SCIM_OPERATIONS, SCIM_PREFIX } from "./OperationsScim.ts"
 import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
+import { documentScim, SCIM_PREFIX } from "./Scim.ts"
 
 export interface OperationDoc {
   readonly summary: string
@@ -27,7 +27,7 @@ export interface OperationDoc {
   readonly responseType?: string
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...SCIM_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS }
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
@@ -64,7 +64,7 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       if (handRead !== undefined) op.requestBody = { required: true, content: { "application/json": { schema: handRead } } }
       const scheme = SECURED_BY[key]
       if (scheme !== undefined) op.security = [{ [scheme]: [] }]
-      if (path.startsWith(SCIM_PREFIX)) documentScim(spec, key, op, doc)
+      if (path.startsWith(SCIM_PREFIX)) documentScim(spec, key, op)
       if (doc?.request !== undefined) for (const content of Object.values<any>(op.requestBody?.content ?? {})) content.example = doc.request
       const success = Object.entries<any>(op.responses ?? {}).find(([status]) => Number(status) >= 200 && Number(status) < 300)?.[1]
       if (doc?.responseType !== undefined && success?.content?.["application/json"] !== undefined) {

@@ -9,9 +9,11 @@
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
+import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
 import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
+import { POLICY_OPERATIONS } from "./OperationsPolicies.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
 import { documentScim, SCIM_PREFIX } from "./Scim.ts"
 
@@ -27,7 +29,10 @@ export interface OperationDoc {
   readonly responseType?: string
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = {
+  ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...POLICY_OPERATIONS,
+  ...BILLING_OPERATIONS
+}
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {

@@ -103,6 +103,23 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
       "passkey assertion (required when your account has `fidoRequired`). Your policy can require backup-eligible authenticators or an AAGUID " +
       "allow-list; the Signal API values keep the person's passkey manager in step with what you still accept."
   },
+  policies: {
+    name: "Policies",
+    description: "Rules that decide for you when your agents ask: auto-approve what a person would always approve, refuse what must never " +
+      "happen (at night, for a group, above a delegation depth…), as built-in rules or a Cedar policy set. Any matching deny wins over every " +
+      "allow; an allow never skips a passkey or SSO requirement. Evaluated on authorize (allow approves, deny answers 403 `POLICY_DENIED`), " +
+      "delegate, bundle creation, token refresh and vault exchange; every decision is logged, written to your audit chain, and a deny emits `policy.denied`."
+  },
+  billing: {
+    name: "Billing and usage",
+    description: "Your plan, its limits and what you use of them, invoices per calendar month (UTC), and usage counts. Caps answer 402 " +
+      "`PLAN_LIMIT_EXCEEDED`; the free plan's monthly quotas answer 402 `QUOTA_EXCEEDED` on authorize and code exchange (never on refresh); " +
+      "paid plans are billed overage. Checkout and portal need a payment provider (503 until one is configured)."
+  },
+  billingProvider: {
+    name: "Billing provider",
+    description: "The payment provider's webhook into this service. Not called by developers; answers 503 until a provider is configured."
+  },
   compliance: {
     name: "Compliance exports",
     description: "Evidence for auditors and regulators: a summary of counts, grant and audit-chain exports (signed JSON pages, or NDJSON / CSV " +

@@ -287,12 +287,17 @@ describe("the document explains itself (issue 17 item 2)", () => {
   })
 
   test("the request examples that name nothing stored are accepted by the service as they are", async () => {
-    const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks"]
+    const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks",
+      "/v1/principal-sessions", "/v1/compliance/exports", "/v1/dpdp/exports"]
+    const statusOf: Record<string, number> = { "/v1/webauthn/register/options": 200, "/v1/compliance/exports": 202 }
     for (const path of accepted) {
       const example = spec.paths[path].post.requestBody.content["application/json"].example
       const res = await app.request("POST", path, { apiKey: dev.apiKey, body: example })
-      expect({ path, status: res.status, code: res.body?.code }).toEqual({ path, status: path === "/v1/webauthn/register/options" ? 200 : 201, code: undefined })
+      expect({ path, status: res.status, code: res.body?.code }).toEqual({ path, status: statusOf[path] ?? 201, code: undefined })
     }
+    // and the PUTs
+    const policy = await app.request("PUT", "/v1/webauthn/policy", { apiKey: dev.apiKey, body: spec.paths["/v1/webauthn/policy"].put.requestBody.content["application/json"].example })
+    expect([policy.status, policy.body]).toEqual([200, { ...spec.paths["/v1/webauthn/policy"].put.responses["200"].content["application/json"].example, updatedAt: expect.any(String) }])
   })
 
   test("the bodies checked by hand keep their own validation: the typed document changed no answer", async () => {

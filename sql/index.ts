@@ -26,6 +26,8 @@ import m0010 from "./0010_vault_refresh_lease.sql" with { type: "text" }
 import m0011 from "./0011_developer_changes.sql" with { type: "text" }
 // @ts-ignore text import
 import m0012 from "./0012_audit_key_generation.sql" with { type: "text" }
+// @ts-ignore text import
+import m0015 from "./0015_directory.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -39,5 +41,6 @@ export const migrations: Record<string, string> = {
   "0009_webhooks": m0009,
   "0010_vault_refresh_lease": m0010,
   "0011_developer_changes": m0011,
-  "0012_audit_key_generation": m0012
+  "0012_audit_key_generation": m0012,
+  "0015_directory": m0015
 }

@@ -90,6 +90,38 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
   return errorResponse(response.status >= 500 ? (response.status === 503 ? 503 : 500) : response.status, code, message, requestId, headers)
 }
 
+/**
+ * SCIM routes (decisions §11) answer RFC 7644 errors: `{ schemas, status: "<code>", scimType?,
+ * detail }` as application/scim+json. A body that already has that shape (the directory's own
+ * answers) is kept; anything else (the gate's 401/429, 413, decode errors, unknown routes, defects)
+ * is first put in the one error shape, then translated.
+ */
+export const SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
+export const isScimPath = (path: string) => path.length >= 8 && path.slice(0, 8).toLowerCase() === "/scim/v2" && (path.length === 8 || path[8] === "/")
+const scimError = (response: HttpServerResponse.HttpServerResponse, requestId: string, path: string) => {
+  let parsed: any = undefined
+  if (response.body._tag === "Uint8Array") {
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+    } catch {
+      parsed = undefined
+    }
+  }
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(response.headers)) {
+    if (k !== "content-type" && k !== "content-length") headers[k] = v
+  }
+  if (response.status === 401) headers["www-authenticate"] = "Bearer"
+  if (!(parsed && Array.isArray(parsed.schemas))) {
+    const normal = normaliseError(response, requestId, path)
+    const body = normal.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(normal.body.body)) : {}
+    const scimType = normal.status === 400 ? "invalidSyntax" : undefined
+    parsed = { schemas: [SCIM_ERROR_SCHEMA], status: String(normal.status), ...(scimType ? { scimType } : {}), detail: body.message ?? "Error" }
+    return HttpServerResponse.unsafeJson(parsed, { status: normal.status, headers, contentType: "application/scim+json" })
+  }
+  return HttpServerResponse.unsafeJson(parsed, { status: response.status, headers, contentType: "application/scim+json" })
+}
+
 /** Maps a failure or defect that escaped the API to a response without internals. */
 const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: string) => {
   if (isDatabaseUnavailable(cause)) {
@@ -156,8 +188,8 @@ export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBo
  */
 export const readJsonBodyAhead = async (request: Request): Promise<string | undefined> => {
   if (request.method === "GET" || request.method === "HEAD") return undefined
-  const type = request.headers.get("content-type")
-  if (type === null || !type.toLowerCase().includes("application/json")) return undefined
+  const type = request.headers.get("content-type")?.toLowerCase()
+  if (type === undefined) return undefined
   const declared = request.headers.get("content-length")
   if (declared === null) return undefined
   const length = Number(declared)
@@ -165,6 +197,8 @@ export const readJsonBodyAhead = async (request: Request): Promise<string | unde
   const start = url.indexOf("/", url.indexOf("//") + 2)
   const q = url.indexOf("?", start)
   const path = start === -1 ? "/" : url.slice(start, q === -1 ? undefined : q)
+  // SCIM clients (Okta, Entra ID) send application/scim+json: JSON too, read the same way
+  if (!type.includes("application/json") && !(type.includes("application/scim+json") && isScimPath(path))) return undefined
   if (!(length >= 0) || length > maxBodyBytes(path)) return undefined
   // a body that cannot be read (the client went away) fails later as a bad request, as before
   return request.text().catch(() => undefined)
@@ -230,7 +264,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     // Oversized bodies are refused before anything reads them.
     const length = Number(request.headers["content-length"] ?? 0)
     if (length > maxBodyBytes(path)) {
-      return errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
+      const tooLarge = errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
+      return isScimPath(path) ? scimError(tooLarge, requestId, path) : tooLarge
     }
     const preRead = yield* Effect.serviceOption(PreReadBody)
     if (preRead._tag === "Some") {
@@ -242,7 +277,9 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
+      if (out.status >= 400 && path !== "/health" && !isHtml(out)) {
+        out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
+      }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       // the rate-limit headers of a request the gate admitted (its refusals carry their own)
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)

@@ -11,6 +11,7 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
+import { Principals, PrincipalsLive } from "../directory/Principals.ts"
 import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import { type BadRequest, err, type Forbidden, type Gone, type NotFound, type Unprocessable } from "../platform/Errors.ts"
@@ -104,6 +105,8 @@ export interface AuthorizationService {
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
   readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
+  /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
+  readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
 }
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
@@ -130,6 +133,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
+    const principals = yield* Principals
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -199,6 +203,7 @@ export const AuthorizationServiceLive = Layer.effect(
         if (unregistered.length > 0) {
           return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
         }
+        yield* principals.requireActive(developer.id, input.principalId)
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
@@ -268,6 +273,7 @@ export const AuthorizationServiceLive = Layer.effect(
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
         // an agent suspended after the request was made gets no grant from it
         if (!(yield* agentIsActive(request.developerId, request.agentId))) return yield* Effect.fail(agentSuspended())
+        yield* principals.requireActive(request.developerId, request.principalId)
         if (!options.fidoVerified) {
           const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
           if (developer?.fidoRequired) {
@@ -378,8 +384,14 @@ export const AuthorizationServiceLive = Layer.effect(
         return outcome.tokens
       })
 
-    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh }
+    const denyPendingForPrincipal: AuthorizationService["denyPendingForPrincipal"] = (developerId, principalId) =>
+      Effect.flatMap(nowMillis, (ms) =>
+        sql<{ id: string }>`UPDATE auth_requests SET status = 'denied', decided_at = ${new Date(ms)}
+                            WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND status = 'pending'
+                            RETURNING id`).pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
+
+    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh, denyPendingForPrincipal }
   })
 )
 
-export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.merge(AgentsLive, GrantsLive)))
+export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, PrincipalsLive)))

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 const Jwk = Schema.Struct({ kty: Schema.String, kid: Schema.String, n: Schema.String, e: Schema.String, alg: Schema.String, use: Schema.String })
@@ -46,6 +46,7 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
       .addError(BadRequest)
       .addError(NotFound)
       .addError(Unprocessable)
+      .addError(Forbidden)
       .annotate(RatePolicy, { routeLimit: 10 })
   )
   .add(

@@ -11,7 +11,8 @@ import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { err, type BadRequest, type Conflict, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import { Principals, PrincipalsLive } from "../directory/Principals.ts"
+import { err, type BadRequest, type Conflict, type Forbidden, type NotFound, type Unprocessable } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
@@ -106,7 +107,7 @@ const newAuditKeyPair = () => {
 }
 
 export interface ConsentBundlesService {
-  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, BadRequest | NotFound | Unprocessable>
+  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, BadRequest | NotFound | Unprocessable | Forbidden>
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
     BadRequest
@@ -128,6 +129,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const grants = yield* Grants
+    const principals = yield* Principals
     const keys = yield* Keys
     const events = yield* Events
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
@@ -158,6 +160,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
         if (unregistered.length > 0) {
           return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
         }
+        yield* principals.requireActive(developerId, input.userId)
         const ms = yield* nowMillis
         const at = new Date(ms)
         const expiresAt = new Date(ms + ttl * 1000)
@@ -303,4 +306,4 @@ export const ConsentBundlesServiceLive = Layer.effect(
   })
 )
 
-export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(GrantsLive))
+export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(Layer.merge(GrantsLive, PrincipalsLive)))

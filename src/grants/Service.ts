@@ -80,6 +80,11 @@ export interface GrantsService {
    * for each. Returns the revoked ids (root first), or undefined when the grant is not the developer's.
    */
   readonly revoke: (developerId: string, grantId: string) => Effect.Effect<ReadonlyArray<string> | undefined>
+  /**
+   * Revokes every active grant of a principal (SCIM deprovisioning, decisions §11) through `revoke`,
+   * in the caller's transaction. Returns the ids revoked.
+   */
+  readonly revokePrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
   /** online check of verified token claims: grant active and unexpired, token not revoked */
   readonly tokenStatus: (claims: GrantTokenClaims) => Effect.Effect<TokenStatus>
   /** revokes one token by jti (the developer's own); false when unknown */
@@ -273,7 +278,22 @@ export const GrantsServiceLive = Layer.effect(
         return rows.length > 0
       }).pipe(Effect.orDie)
 
-    return { agentDid, create, issueToken, find, revoke, tokenStatus, revokeToken }
+    const revokePrincipal = (developerId: string, principalId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ id: string }>`SELECT id FROM grants WHERE developer_id = ${developerId} AND principal_id = ${principalId}
+                                                AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
+        const revoked = new Set<string>()
+        for (const { id } of rows) {
+          if (revoked.has(id)) continue
+          // revoke answers the whole tree; only grants still active before it count as revoked here
+          const before = yield* sql<{ id: string }>`SELECT id FROM grants WHERE id = ${id} AND status = 'active'`.pipe(Effect.orDie)
+          if (before.length === 0) continue
+          for (const treeId of (yield* revoke(developerId, id)) ?? []) revoked.add(treeId)
+        }
+        return [...revoked]
+      })
+
+    return { agentDid, create, issueToken, find, revoke, revokePrincipal, tokenStatus, revokeToken }
   })
 )
 

@@ -7,6 +7,7 @@ import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
+import { ScimApi, ScimTokensApi } from "./directory/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
@@ -30,6 +31,8 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(ScimTokensApi)
+  .add(ScimApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

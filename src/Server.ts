@@ -23,6 +23,8 @@ import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
+import { ScimHttp, ScimTokensHttp } from "./directory/Http.ts"
+import { DirectoryLive } from "./directory/Service.ts"
 import { DomainsHttp } from "./domains/Http.ts"
 import { DomainsLive } from "./domains/Service.ts"
 import { GrantsHttp } from "./grants/Http.ts"
@@ -97,7 +99,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsLive,
     DomainsLive,
     PasskeysLive,
-    WebhooksLive
+    WebhooksLive,
+    DirectoryLive
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -113,7 +116,9 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     BudgetsHttp,
     DomainsHttp,
     PasskeysHttp,
-    WebhooksHttp
+    WebhooksHttp,
+    ScimTokensHttp,
+    ScimHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),

@@ -22,7 +22,11 @@ export const EVENT_TYPES = [
   "consent_bundle.revoked",
   "vault.credential.exchanged",
   "budget.threshold",
-  "budget.exhausted"
+  "budget.exhausted",
+  "scim.user.provisioned",
+  "scim.user.updated",
+  "scim.user.deprovisioned",
+  "scim.group.updated"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

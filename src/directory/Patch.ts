@@ -130,6 +130,8 @@ const noPathValue = (value: unknown): Record<string, unknown> => {
   if (value === null || typeof value !== "object" || Array.isArray(value)) throw bad("invalidValue", "A no-path operation needs an object value")
   const out: Record<string, unknown> = {}
   for (const [key, v] of Object.entries(value)) {
+    // Okta and Entra echo read-only members (id, schemas, meta) in no-path values: nothing to change
+    if (READ_ONLY.has(canonicalKey(key))) continue
     const path = userPath(key)
     if (path === "ignore") continue
     if (path.startsWith(URN.enterprise)) {
@@ -241,6 +243,8 @@ export const patchGroup = (operations: ReadonlyArray<Operation>): Either.Either<
         if (value === null || typeof value !== "object" || Array.isArray(value)) throw bad("invalidValue", "A no-path operation needs an object value")
         for (const [k, v] of Object.entries(value)) {
           const key = canonicalKey(stripUrn(k))
+          // Okta's displayName replace sends { id, displayName }: echoed read-only members change nothing
+          if (READ_ONLY.has(key)) continue
           if (key === "members") {
             if (operation.op === "replace") {
               changes.replaceMembers = new Set(memberValues(v))

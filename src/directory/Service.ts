@@ -99,12 +99,17 @@ export const userValues = (input: UserInput, previousActive?: boolean): UserValu
   }
 }
 
+/** JSON with object keys sorted (jsonb does not keep the order they were sent in) */
+const stable = (value: unknown): string =>
+  JSON.stringify(value ?? null, (_k, v) =>
+    v !== null && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v)
+
 /** the attributes that differ between two stored forms (for scim.user.updated: names only) */
 const changedAttributes = (a: UserValues, b: UserValues): Array<string> => {
   const changed: Array<string> = []
   for (const k of ["userName", "externalId", "displayName", "active"] as const) if (a[k] !== b[k]) changed.push(k)
   for (const k of ["name", "emails", "phoneNumbers", URN.enterprise]) {
-    if (JSON.stringify(a.resource[k] ?? null) !== JSON.stringify(b.resource[k] ?? null)) changed.push(k === URN.enterprise ? "enterprise" : k)
+    if (stable(a.resource[k]) !== stable(b.resource[k])) changed.push(k === URN.enterprise ? "enterprise" : k)
   }
   return changed
 }

@@ -337,3 +337,32 @@ test("SCIM requests are limited per token (429 in the SCIM shape with Retry-Afte
   for (let i = 0; i < 5; i++) expect((await c.send("GET", "/Users?count=0")).headers.get("x-ratelimit-limit")).toBe("600")
   expect(await remaining()).toBeGreaterThanOrEqual(before - 1)
 })
+
+test("fuzz: random bodies, filters and paths with a valid SCIM token never give a 5xx", async () => {
+  const fc = (await import("fast-check")).default
+  const d = await scimClient(app)
+  const user = await create(d, "fuzz@example.com")
+  const group = (await d.send("POST", "/Groups", { schemas: [GROUP], displayName: "fuzz" })).body
+  const value = fc.oneof(fc.anything({ maxDepth: 3 }), fc.constantFrom("False", "True", null, [], {}, "x".repeat(2000)))
+  const path = fc.oneof(
+    fc.string({ maxLength: 40 }),
+    fc.constantFrom("emails[type eq \"work\"].value", "name.familyName", "members", "members[value eq \"x\"]", `${ENTERPRISE}:manager`, "emails[", "a.b.c.d", "active")
+  )
+  const op = fc.record({ op: fc.oneof(fc.constantFrom("add", "Remove", "REPLACE"), fc.string({ maxLength: 8 })), path: fc.option(path, { nil: undefined }), value: fc.option(value, { nil: undefined }) })
+  const body = fc.oneof(
+    fc.record({ schemas: fc.constant(["urn:ietf:params:scim:api:messages:2.0:PatchOp"]), Operations: fc.array(op, { maxLength: 5 }) }),
+    fc.dictionary(fc.constantFrom("userName", "displayName", "active", "emails", "name", "members", "externalId", ENTERPRISE, "schemas"), value),
+    fc.anything({ maxDepth: 3 })
+  )
+  const target = fc.constantFrom(["POST", "/Users"], ["PUT", `/Users/${user.id}`], ["PATCH", `/Users/${user.id}`], ["POST", "/Groups"], ["PUT", `/Groups/${group.id}`], ["PATCH", `/Groups/${group.id}`])
+  await fc.assert(fc.asyncProperty(target, body, async ([method, where], b) => {
+    const res = await d.send(method!, where!, b)
+    expect(res.status).toBeLessThan(500)
+    if (res.status >= 400) expect(res.body.schemas).toEqual([ERROR])
+  }), { numRuns: 150 })
+  const filter = fc.oneof(fc.string({ maxLength: 60 }), fc.constantFrom('userName eq "a" and (', 'emails[value co "%"]', "not not", 'meta.created lt "x"', "members.value eq 1"))
+  await fc.assert(fc.asyncProperty(filter, fc.constantFrom("/Users", "/Groups"), async (f, where) => {
+    const res = await d.send("GET", `${where}?filter=${q(f)}&startIndex=${encodeURIComponent(f.slice(0, 3))}`)
+    expect(res.status).toBeLessThan(500)
+  }), { numRuns: 150 })
+})

@@ -4,6 +4,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { DELIVERY_CHANNEL, insertDeliveriesSql, nudgeDeliveryWorkers } from "../platform/Events.ts"
+import { newId } from "../platform/Ids.ts"
 import type { CompiledFilter } from "./Filter.ts"
 
 export interface UserRow {
@@ -63,13 +65,15 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     Effect.gen(function*() {
       const where = `u.developer_id = $1 AND u.deleted_at IS NULL${filter ? ` AND (${filter.sql})` : ""}`
       const params = [developerId, ...(filter?.params ?? [])]
-      const [total] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM scim_users u WHERE ${where}`, params as any)
-      const rows = count === 0 ? [] : yield* sql.unsafe<UserRow>(
-        `SELECT ${USER_COLUMNS} FROM scim_users u WHERE ${where} ORDER BY u.created_at, u.id
+      // the page and the total in one round trip; a page past the end (or count 0) counts alone
+      const rows = count === 0 ? [] : yield* sql.unsafe<UserRow & { total: number }>(
+        `SELECT ${USER_COLUMNS}, count(*) OVER ()::int AS total FROM scim_users u WHERE ${where} ORDER BY u.created_at, u.id
          LIMIT ${count} OFFSET ${offset}`,
         params as any
       )
-      return { total: Number(total?.n ?? 0), rows: rows.map(parseResource) }
+      if (rows.length > 0) return { total: Number(rows[0]!.total), rows: rows.map(({ total: _, ...r }) => parseResource(r as UserRow)) }
+      const [total] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM scim_users u WHERE ${where}`, params as any)
+      return { total: Number(total?.n ?? 0), rows: [] }
     })
 
   const insertUser = (id: string, developerId: string, principalId: string, v: UserValues, at: Date) =>
@@ -87,6 +91,35 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
        WHERE id = $1 RETURNING ${USER_COLUMNS}`,
       [id, v.userName, v.externalId, v.displayName, v.active, JSON.stringify(v.resource), at]
     ).pipe(Effect.map((rows) => parseResource(rows[0]!)))
+
+  /**
+   * One statement: the update, if the row is still at `version`, and its scim.user.updated event with
+   * its deliveries (the outbox, atomically). Undefined when the row moved on (the caller takes the
+   * locking path). A re-sync of many users thus costs a read and this write each.
+   */
+  const updateUserAtVersion = (
+    developerId: string, id: string, version: number, v: UserValues, at: Date, data: Record<string, unknown>, maxAttempts: number
+  ) =>
+    sql.unsafe<UserRow & { notified: string | null }>(
+      `WITH updated AS (
+         UPDATE scim_users u SET user_name = $4, external_id = $5, display_name = $6, active = $7, resource = $8::jsonb,
+           version = version + 1, updated_at = $9
+         WHERE id = $1 AND developer_id = $2 AND version = $3 AND deleted_at IS NULL RETURNING ${USER_COLUMNS}
+       ), event AS (
+         INSERT INTO events (id, developer_id, type, data, created_at)
+         SELECT $10, developer_id, 'scim.user.updated', $11::jsonb, $9 FROM updated
+         RETURNING id, developer_id, type
+       ), deliveries AS (${insertDeliveriesSql("$12", "$9")})
+       SELECT updated.*, (SELECT pg_notify($13, $2) WHERE EXISTS (SELECT 1 FROM deliveries))::text AS notified FROM updated`,
+      [id, developerId, version, v.userName, v.externalId, v.displayName, v.active, JSON.stringify(v.resource), at,
+        newId("evt", at.getTime()), JSON.stringify(data), maxAttempts, DELIVERY_CHANNEL] as any
+    ).pipe(Effect.map((rows) => {
+      const row = rows[0]
+      if (row === undefined) return undefined
+      if (row.notified !== null) nudgeDeliveryWorkers()
+      const { notified: _, ...user } = row
+      return parseResource(user as UserRow)
+    }))
 
   /** soft delete: the row stays (90 days, for audit), its userName and externalId are free again */
   const deleteUser = (id: string, at: Date) =>
@@ -181,7 +214,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     )
 
   return {
-    findUser, listUsers, insertUser, updateUser, deleteUser, groupsOfUser,
+    findUser, listUsers, insertUser, updateUser, updateUserAtVersion, deleteUser, groupsOfUser,
     findGroup, listGroups, membersOf, existingUsers, insertGroup, updateGroup, changeMembers, memberIds, isMember, deleteGroup
   }
 }

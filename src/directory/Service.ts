@@ -13,6 +13,7 @@ import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { AuditedEvents } from "../platform/AuditedEvents.ts"
+import { Events } from "../platform/Events.ts"
 import { type BadRequest, type Conflict, err, type NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
@@ -138,10 +139,10 @@ export const DirectoryServiceLive = Layer.effect(
     const config = yield* Config
     const audit = yield* AuditChain
     const audited = yield* AuditedEvents
+    const events = yield* Events
     const grants = yield* Grants
     const authorization = yield* Authorization
     const repo = makeRepo(sql)
-    void config
 
     const getSettings = (developerId: string) =>
       sql<Settings>`SELECT principal_id_attribute, deprovision FROM scim_settings WHERE developer_id = ${developerId}`.pipe(
@@ -284,16 +285,13 @@ export const DirectoryServiceLive = Layer.effect(
         if (changed.length === 0) return row
         const ms = yield* nowMillis
         const updated = yield* repo.updateUser(id, next, new Date(ms))
-        const items: Array<Parameters<typeof audited.recordMany>[0][number]> = [{
-          developerId,
-          type: "scim.user.updated",
-          data: { scimUserId: id, changedAttributes: changed },
-          audit: { action: "service.scim.user_updated", principalId: row.principalId, metadata: { scimUserId: id, changedAttributes: changed } }
-        }]
+        // A profile edit is an event only; the audit chain records who exists and who may act
+        // (provisioning, deprovisioning, deletion, groups, tokens, settings). A chain entry per edit
+        // would serialise an IdP's whole re-sync on the developer's chain head.
+        yield* events.emit(developerId, "scim.user.updated", { scimUserId: id, changedAttributes: changed })
         if (row.active && !next.active) {
-          items.push(deprovisionedEvent(developerId, row, yield* deprovision(developerId, row, yield* getSettings(developerId)), false))
+          yield* audited.recordMany([deprovisionedEvent(developerId, row, yield* deprovision(developerId, row, yield* getSettings(developerId)), false)])
         }
-        yield* audited.recordMany(items)
         return updated
       })))
 
@@ -303,8 +301,17 @@ export const DirectoryServiceLive = Layer.effect(
         // a re-sync that changes nothing costs one read, no lock and no write
         const current = yield* repo.findUser(developerId, id).pipe(Effect.orDie)
         if (current === undefined) return yield* Effect.fail(scimFail.notFound("User not found"))
-        if (matches(ifMatch, current.version) && changedAttributes(valuesOf(current), userValues(input, current.active)).length === 0) {
-          return current
+        if (!matches(ifMatch, current.version)) return yield* Effect.fail(scimFail.preconditionFailed())
+        const next = userValues(input, current.active)
+        const changed = changedAttributes(valuesOf(current), next)
+        if (changed.length === 0) return current
+        if (!(current.active && !next.active)) {
+          // no deprovisioning: one statement writes the change and its event, if nothing moved meanwhile
+          const ms = yield* nowMillis
+          const written = yield* uniqueness(repo.updateUserAtVersion(
+            developerId, id, current.version, next, new Date(ms), { scimUserId: id, changedAttributes: changed }, config.webhooks.maxAttempts
+          ))
+          if (written !== undefined) return written
         }
         return yield* writeUser(developerId, id, ifMatch, (row) => Either.right(userValues(input, row.active)))
       })

@@ -1,6 +1,6 @@
 /** SCIM test helpers: a developer with a SCIM token, requests sent the way identity providers send them. */
 import { expect } from "bun:test"
-import type { TestApp } from "../support/app.ts"
+import type { TestApp, TestResponse } from "../support/app.ts"
 
 export const SCIM = "application/scim+json"
 export const USER = "urn:ietf:params:scim:schemas:core:2.0:User"
@@ -13,7 +13,7 @@ export interface ScimClient {
   readonly apiKey: string
   readonly developerId: string
   readonly token: string
-  readonly send: (method: string, path: string, body?: unknown, headers?: Record<string, string>) => ReturnType<TestApp["request"]>
+  readonly send: (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<TestResponse<any>>
 }
 
 /** a developer with one SCIM token; `send` speaks application/scim+json like Okta and Entra ID */
@@ -27,7 +27,7 @@ export const scimClient = async (app: TestApp, plan: "free" | "pro" | "enterpris
     developerId,
     token,
     send: (method, path, body, headers = {}) =>
-      app.request(method, `/scim/v2${path}`, {
+      app.request<any>(method, `/scim/v2${path}`, {
         bearer: token,
         ...(body !== undefined ? { rawBody: JSON.stringify(body) } : {}),
         headers: { ...(body !== undefined ? { "content-type": `${SCIM}; charset=utf-8` } : {}), accept: SCIM, ...headers }

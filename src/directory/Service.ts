@@ -11,6 +11,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
+import { Passkeys, PasskeysLive } from "../passkeys/Service.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { AuditedEvents } from "../platform/AuditedEvents.ts"
 import { Events } from "../platform/Events.ts"
@@ -142,6 +143,7 @@ export const DirectoryServiceLive = Layer.effect(
     const events = yield* Events
     const grants = yield* Grants
     const authorization = yield* Authorization
+    const passkeys = yield* Passkeys
     const repo = makeRepo(sql)
 
     const getSettings = (developerId: string) =>
@@ -219,12 +221,17 @@ export const DirectoryServiceLive = Layer.effect(
         yield* audit.append({ developerId, action: "service.scim.token_revoked", metadata: { tokenId: id } })
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    /** with `deprovision: "revoke"`: pending requests denied first (an approval racing this waits on their lock), then grants */
+    /**
+     * With `deprovision: "revoke"`: pending requests denied first (an approval racing this waits on
+     * their lock), then the grants revoked and the passkeys removed (reactivation restores nothing).
+     */
     const deprovision = (developerId: string, row: UserRow, settings: Settings) =>
       Effect.gen(function*() {
         if (settings.deprovision !== "revoke") return [] as ReadonlyArray<string>
         yield* authorization.denyPendingForPrincipal(developerId, row.principalId)
-        return yield* grants.revokePrincipal(developerId, row.principalId)
+        const revoked = yield* grants.revokePrincipal(developerId, row.principalId)
+        yield* passkeys.removeForPrincipal(developerId, row.principalId)
+        return revoked
       })
 
     const deprovisionedEvent = (developerId: string, row: UserRow, revoked: ReadonlyArray<string>, deleted: boolean) => ({
@@ -359,4 +366,6 @@ const matches = (ifMatch: string | undefined, version: number) => {
   return ifMatch.split(",").map((t) => t.trim().replace(/^W\//, "").replace(/^"(.*)"$/, "$1")).some((v) => v === "*" || v === String(version))
 }
 
-export const DirectoryLive = Layer.mergeAll(DirectoryServiceLive, GroupsLive, ScimTokensLive).pipe(Layer.provideMerge(AuthorizationLive))
+export const DirectoryLive = Layer.mergeAll(DirectoryServiceLive, GroupsLive, ScimTokensLive).pipe(
+  Layer.provideMerge(Layer.merge(AuthorizationLive, PasskeysLive))
+)

@@ -96,6 +96,8 @@ export interface PasskeysService {
   ) => Effect.Effect<CredentialView, BadRequest | Conflict>
   readonly listCredentials: (developerId: string, principalId: string) => Effect.Effect<{ credentials: Array<CredentialView> }>
   readonly deleteCredential: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** removes every passkey of a principal (SCIM deprovisioning), in the caller's transaction; how many */
+  readonly removeForPrincipal: (developerId: string, principalId: string) => Effect.Effect<number>
   /** assertion options for one pending authorization request of the developer */
   readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
   /** verifies the assertion and approves the request it is bound to */
@@ -248,6 +250,12 @@ export const PasskeysServiceLive = Layer.effect(
         Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(err.notFound("NOT_FOUND", "Passkey not found")) : Effect.void)
       )
 
+    const removeForPrincipal: PasskeysService["removeForPrincipal"] = (developerId, principalId) =>
+      sql`DELETE FROM webauthn_credentials WHERE developer_id = ${developerId} AND principal_id = ${principalId} RETURNING id`.pipe(
+        Effect.map((rows) => rows.length),
+        Effect.orDie
+      )
+
     /** the request when it is pending, unexpired and the developer's */
     const pendingRequest = (authRequestId: string, developerId?: string) =>
       Effect.gen(function*() {
@@ -377,6 +385,7 @@ export const PasskeysServiceLive = Layer.effect(
       verifyRegistration,
       listCredentials,
       deleteCredential,
+      removeForPrincipal,
       assertionOptions,
       verifyAssertion,
       assertionOptionsForRequest,

@@ -44,6 +44,13 @@ const world = async (settings: Record<string, string> = {}): Promise<World> => {
   const pending = await app.request("POST", "/v1/authorize", { apiKey: c.apiKey, body: { agentId, principalId: "Bob@Example.com", scopes: ["email:read"] } })
   expect(pending.status).toBe(201)
   const other = await issueGrant(app, { developerId: c.developerId, agentId, principalId: "ann@example.com", scopes: ["email:read"] })
+  for (const principal of ["Bob@Example.com", "ann@example.com"]) {
+    await app.query(
+      `INSERT INTO webauthn_credentials (id, developer_id, principal_id, credential_id, public_key, device_type, created_at)
+       VALUES ($1, $2, $3, $4, 'pk', 'singleDevice', now())`,
+      [`pkc_${principal.slice(0, 3)}${Math.random().toString(36).slice(2)}`, c.developerId, principal, `cred-${principal}`]
+    )
+  }
   return {
     c, agentId, scimUserId, rootToken: root.token.grantToken, childGrantId: child.body.grantId, bundleId: bundle.body.bundleId ?? bundle.body.id,
     pendingId: pending.body.authRequestId, otherToken: other.token.grantToken
@@ -74,6 +81,9 @@ test("Okta's deactivation revokes every grant of the principal (cascade, bundle)
   expect(deprovisioned!.data).toEqual({ scimUserId: w.scimUserId, principalId: "Bob@Example.com", revokedGrants: 3 })
   const [request] = await app.query("SELECT status FROM auth_requests WHERE id = $1", [w.pendingId])
   expect(request.status).toBe("denied")
+  // bob's passkeys are gone (reactivation restores nothing); ann's stay
+  const passkeys = await app.query("SELECT principal_id AS p FROM webauthn_credentials WHERE developer_id = $1", [w.c.developerId])
+  expect(passkeys.map((r) => r.p)).toEqual(["ann@example.com"])
   const audit = await app.query("SELECT action, principal_id AS p FROM audit_log WHERE developer_id = $1 AND action LIKE 'service.scim.user%' ORDER BY seq", [w.c.developerId])
   expect(audit.map((a) => a.action)).toEqual(["service.scim.user_provisioned", "service.scim.user_deprovisioned"])
 
@@ -109,6 +119,7 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect([off.status, off.body.active]).toEqual([200, false])
   expect(await verify(w, w.rootToken)).toBe(true)
   expect((await events(w, "scim.user.deprovisioned"))[0]!.data.revokedGrants).toBe(0)
+  expect((await app.query("SELECT count(*)::int AS n FROM webauthn_credentials WHERE developer_id = $1", [w.c.developerId]))[0].n).toBe(2)
   const approve = await app.request("POST", `/v1/consent/${w.pendingId}/approve`)
   expect([approve.status, approve.body.code]).toEqual([403, "PRINCIPAL_INACTIVE"])
   expect((await app.query("SELECT status FROM auth_requests WHERE id = $1", [w.pendingId]))[0].status).toBe("pending")

@@ -3,12 +3,25 @@
  * authorization, consent approval and bundle creation. A principal the directory does not know is
  * not restricted (developers without SCIM name principals freely); one whose SCIM user is
  * deactivated or deleted, and not provisioned again, is inactive.
+ *
+ * `describe` is how SSO, policies and anomalies read the directory (never by joining its tables).
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { err, type Forbidden } from "../platform/Errors.ts"
 
+export interface DirectoryPrincipal {
+  readonly scimUserId: string
+  readonly principalId: string
+  readonly userName: string
+  readonly externalId: string | null
+  readonly active: boolean
+  readonly groups: ReadonlyArray<{ readonly id: string; readonly displayName: string }>
+}
+
 export interface PrincipalsService {
+  /** the live directory user behind a principal, with its groups; undefined when the directory does not know it */
+  readonly describe: (developerId: string, principalId: string) => Effect.Effect<DirectoryPrincipal | undefined>
   readonly isInactive: (developerId: string, principalId: string) => Effect.Effect<boolean>
   /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive */
   readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, Forbidden>
@@ -30,6 +43,17 @@ export const PrincipalsLive = Layer.effect(
     const requireActive = (developerId: string, principalId: string) =>
       Effect.flatMap(isInactive(developerId, principalId), (inactive) =>
         inactive ? Effect.fail(err.forbidden("PRINCIPAL_INACTIVE", "The principal is deactivated in the directory")) : Effect.void)
-    return { isInactive, requireActive }
+    const describe: PrincipalsService["describe"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const [user] = yield* sql<{ id: string; userName: string; externalId: string | null; active: boolean }>`
+          SELECT id, user_name, external_id, active FROM scim_users
+          WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND deleted_at IS NULL`
+        if (user === undefined) return undefined
+        const groups = yield* sql<{ id: string; displayName: string }>`
+          SELECT g.id, g.display_name FROM scim_group_members m JOIN scim_groups g ON g.id = m.group_id
+          WHERE m.user_id = ${user.id} AND g.deleted_at IS NULL ORDER BY g.display_name, g.id LIMIT 1000`
+        return { scimUserId: user.id, principalId, userName: user.userName, externalId: user.externalId, active: user.active, groups }
+      }).pipe(Effect.orDie)
+    return { describe, isInactive, requireActive }
   })
 )

@@ -336,7 +336,12 @@ export const DirectoryServiceLive = Layer.effect(
         if (row === undefined) return yield* Effect.fail(scimFail.notFound("User not found"))
         if (!matches(ifMatch, row.version)) return yield* Effect.fail(scimFail.preconditionFailed())
         const ms = yield* nowMillis
+        // its groups lose it: said as each group's update, as a membership PATCH would
+        const groups = yield* repo.groupsOfUser(id)
         yield* repo.deleteUser(id, new Date(ms))
+        if (groups.length > 0) {
+          yield* events.emitMany(groups.map((groupId) => ({ developerId, type: "scim.group.updated" as const, data: { groupId, added: [], removed: [id] } })))
+        }
         const revoked = row.active ? yield* deprovision(developerId, row, yield* getSettings(developerId)) : []
         yield* audited.recordMany([deprovisionedEvent(developerId, row, revoked, true)])
       })))

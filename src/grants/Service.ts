@@ -282,13 +282,13 @@ export const GrantsServiceLive = Layer.effect(
       Effect.gen(function*() {
         const rows = yield* sql<{ id: string }>`SELECT id FROM grants WHERE developer_id = ${developerId} AND principal_id = ${principalId}
                                                 AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
+        const active = new Set(rows.map((r) => r.id))
         const revoked = new Set<string>()
-        for (const { id } of rows) {
+        for (const id of active) {
+          // a grant already revoked as another's descendant in this loop needs no second call
           if (revoked.has(id)) continue
-          // revoke answers the whole tree; only grants still active before it count as revoked here
-          const before = yield* sql<{ id: string }>`SELECT id FROM grants WHERE id = ${id} AND status = 'active'`.pipe(Effect.orDie)
-          if (before.length === 0) continue
-          for (const treeId of (yield* revoke(developerId, id)) ?? []) revoked.add(treeId)
+          // revoke answers the whole tree; only grants active before count as revoked here
+          for (const treeId of (yield* revoke(developerId, id)) ?? []) if (active.has(treeId)) revoked.add(treeId)
         }
         return [...revoked]
       })

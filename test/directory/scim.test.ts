@@ -293,6 +293,25 @@ describe("PATCH", () => {
   })
 })
 
+test("the directory as other capabilities read it: a principal, its state and its groups; a deleted user leaves its groups", async () => {
+  const { Effect } = await import("effect")
+  const { Principals } = await import("../../src/directory/Principals.ts")
+  const d = await scimClient(app)
+  const user = await create(d, "reader@example.com", { externalId: "R-1" })
+  const group = (await d.send("POST", "/Groups", { schemas: [GROUP], displayName: "Admins", members: [{ value: user.id }] })).body
+  const describe_ = (principalId: string) => app.run(Effect.flatMap(Principals, (p) => p.describe(d.developerId, principalId)))
+  expect(await describe_("reader@example.com")).toEqual({
+    scimUserId: user.id, principalId: "reader@example.com", userName: "reader@example.com", externalId: "R-1", active: true,
+    groups: [{ id: group.id, displayName: "Admins" }]
+  })
+  expect(await describe_("nobody")).toBeUndefined()
+  expect((await d.send("DELETE", `/Users/${user.id}`)).status).toBe(204)
+  expect(await describe_("reader@example.com")).toBeUndefined()
+  expect((await d.send("GET", `/Groups/${group.id}`)).body.members).toEqual([])
+  const [event] = await app.query("SELECT data FROM events WHERE developer_id = $1 AND type = 'scim.group.updated' ORDER BY id DESC LIMIT 1", [d.developerId])
+  expect(event.data).toEqual({ groupId: group.id, added: [], removed: [user.id] })
+})
+
 describe("tenant isolation", () => {
   test("a token of one developer never sees or touches another's users and groups", async () => {
     const a = await scimClient(app)
@@ -320,7 +339,7 @@ describe("tenant isolation", () => {
 test("SCIM requests are limited per token (429 in the SCIM shape with Retry-After) and do not draw on the plan budget", async () => {
   const limited = await startTestApp({ env: { RATE_LIMIT_SCALE: "0.005" } })
   try {
-    const d = await scimClient(limited, "free")
+    const d = await scimClient(limited, "enterprise")
     const answers = []
     for (let i = 0; i < 4; i++) answers.push(await d.send("GET", "/Users?count=0"))
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 429])
@@ -328,6 +347,15 @@ test("SCIM requests are limited per token (429 in the SCIM shape with Retry-Afte
     expect(answers[3]!.headers.get("retry-after")).not.toBeNull()
     expect(answers[3]!.headers.get("content-type")).toStartWith(SCIM)
     expect(answers[3]!.body).toEqual(scimError(429))
+    // a developer's tokens together: 6 a minute at this scale (two tokens' worth), so a third token gets none
+    const more = await Promise.all([1, 2].map(() => limited.request("POST", "/v1/scim/tokens", { apiKey: d.apiKey, body: { label: "more" } })))
+    const second = more[0]!.body.token
+    const third = more[1]!.body.token
+    const viaSecond = []
+    for (let i = 0; i < 3; i++) viaSecond.push((await limited.request("GET", "/scim/v2/Users?count=0", { bearer: second })).status)
+    expect(viaSecond).toEqual([200, 200, 200])
+    const viaThird = await limited.request("GET", "/scim/v2/Users?count=0", { bearer: third })
+    expect([viaThird.status, viaThird.body.status]).toEqual([429, "429"])
   } finally {
     await limited.stop()
   }

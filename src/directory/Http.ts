@@ -12,7 +12,7 @@ import { bearerOf, CurrentDeveloper, CurrentGate, ScimTokenResolver } from "../p
 import { MAX_BODY_BYTES } from "../platform/HttpEnvelope.ts"
 import { resourceTypes, schemas, serviceProviderConfig } from "./Discovery.ts"
 import { Groups, type GroupWithMembers } from "./Groups.ts"
-import { etagOf, ScimError, scimErrorResponse, scimFail, scimJson, URN, versionsIn } from "./Scim.ts"
+import { etagOf, ScimError, scimErrorResponse, scimFail, scimJson, versionsIn } from "./Scim.ts"
 import { Directory } from "./Service.ts"
 import { excludes, groupView, listResponse, project, userView } from "./View.ts"
 
@@ -205,5 +205,3 @@ export const ScimHttp = HttpApiBuilder.group(Api, "scim", (handlers) =>
           return HttpServerResponse.empty({ status: 204 })
         })))
   }))
-
-export { URN }

@@ -21,11 +21,10 @@ import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { GroupsLive } from "./Groups.ts"
 import { patchUser, readPatchBody } from "./Patch.ts"
 import { isUniqueViolation, makeRepo, type UserRow, type UserValues } from "./Repo.ts"
-import { decodeUser, type UserInput } from "./Resources.ts"
-import { type ScimError, scimFail, URN } from "./Scim.ts"
+import { decodeUser, USER_ATTRIBUTES, type UserInput } from "./Resources.ts"
+import { matchesVersion as matches, type ScimError, scimFail, URN } from "./Scim.ts"
 import { ScimTokensLive } from "./Tokens.ts"
 import { compileFilter } from "./Filter.ts"
-import { USER_ATTRIBUTES } from "./Resources.ts"
 import { listWindow, type ListQuery } from "./View.ts"
 
 export interface Settings {
@@ -365,11 +364,6 @@ export const DirectoryServiceLive = Layer.effect(
     }
   })
 )
-
-const matches = (ifMatch: string | undefined, version: number) => {
-  if (ifMatch === undefined || ifMatch.trim() === "") return true
-  return ifMatch.split(",").map((t) => t.trim().replace(/^W\//, "").replace(/^"(.*)"$/, "$1")).some((v) => v === "*" || v === String(version))
-}
 
 export const DirectoryLive = Layer.mergeAll(DirectoryServiceLive, GroupsLive, ScimTokensLive).pipe(
   Layer.provideMerge(Layer.merge(AuthorizationLive, PasskeysLive))

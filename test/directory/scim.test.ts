@@ -49,6 +49,11 @@ describe("SCIM tokens and settings (API key)", () => {
     expect(after.headers.get("content-type")).toStartWith(SCIM)
     expect(after.body).toEqual(scimError(401))
     expect((await app.request("DELETE", `/v1/scim/tokens/${created.body.id}`, { apiKey })).body.code).toBe("NOT_FOUND")
+    // an expired token stops working too
+    const other = await app.request("POST", "/v1/scim/tokens", { apiKey, body: { label: "short", expiresIn: "1d" } })
+    expect((await app.request("GET", "/scim/v2/Users", { bearer: other.body.token })).status).toBe(200)
+    await app.query("UPDATE scim_tokens SET expires_at = now() - interval '1 second' WHERE id = $1", [other.body.id])
+    expect((await app.request("GET", "/scim/v2/Users", { bearer: other.body.token })).body).toEqual(scimError(401))
   })
 
   test("at most 10 live tokens; label and expiresIn are checked", async () => {
@@ -223,6 +228,15 @@ describe("create, replace, ETags", () => {
     const notModified = await d.send("GET", `/Users/${user.id}`, undefined, { "if-none-match": 'W/"3"' })
     expect([notModified.status, notModified.text]).toEqual([304, ""])
     expect((await d.send("GET", `/Users/${user.id}`, undefined, { "if-none-match": 'W/"2"' })).status).toBe(200)
+    // groups too
+    const group = await d.send("POST", "/Groups", { schemas: [GROUP], displayName: "G" })
+    expect(group.headers.get("etag")).toBe('W/"1"')
+    expect(group.headers.get("location")).toEndWith(`/scim/v2/Groups/${group.body.id}`)
+    const renamed = await d.send("PATCH", `/Groups/${group.body.id}`, patch({ op: "replace", path: "displayName", value: "H" }), { "if-match": 'W/"1"' })
+    expect([renamed.status, renamed.headers.get("etag")]).toEqual([200, 'W/"2"'])
+    expect((await d.send("PUT", `/Groups/${group.body.id}`, { schemas: [GROUP], displayName: "I" }, { "if-match": 'W/"1"' })).status).toBe(412)
+    expect((await d.send("DELETE", `/Groups/${group.body.id}`, undefined, { "if-match": 'W/"1"' })).status).toBe(412)
+    expect((await d.send("GET", `/Groups/${group.body.id}`, undefined, { "if-none-match": 'W/"2"' })).status).toBe(304)
   })
 })
 
@@ -310,6 +324,31 @@ test("the directory as other capabilities read it: a principal, its state and it
   expect((await d.send("GET", `/Groups/${group.id}`)).body.members).toEqual([])
   const [event] = await app.query("SELECT data FROM events WHERE developer_id = $1 AND type = 'scim.group.updated' ORDER BY id DESC LIMIT 1", [d.developerId])
   expect(event.data).toEqual({ groupId: group.id, added: [], removed: [user.id] })
+})
+
+test("group PATCH: replace members, unknown members, a filter that matches no member, more than 1,000 values", async () => {
+  const d = await scimClient(app)
+  const [u1, u2, u3] = [await create(d, "g1@example.com"), await create(d, "g2@example.com"), await create(d, "g3@example.com")]
+  const g = (await d.send("POST", "/Groups", { schemas: [GROUP], displayName: "G", members: [{ value: u1.id }, { value: u2.id }] })).body
+  const replaced = await d.send("PATCH", `/Groups/${g.id}`, patch({ op: "replace", path: "members", value: [{ value: u2.id }, { value: u3.id }] }))
+  expect(replaced.body.members.map((m: any) => m.value).sort()).toEqual([u2.id, u3.id].sort())
+  const [event] = await app.query("SELECT data FROM events WHERE developer_id = $1 AND type = 'scim.group.updated' ORDER BY id DESC LIMIT 1", [d.developerId])
+  expect(event.data).toEqual({ groupId: g.id, added: [u3.id], removed: [u1.id] })
+  const cases: Array<[unknown, string]> = [
+    [patch({ op: "add", path: "members", value: [{ value: "scimuser_unknown" }] }), "invalidValue"],
+    [patch({ op: "remove", path: `members[value eq "${u1.id}"]` }), "noTarget"],
+    [patch({ op: "add", path: "members", value: Array.from({ length: 1001 }, (_, i) => ({ value: `u${i}` })) }), "invalidValue"],
+    [patch({ op: "add", path: "members", value: [{ display: "no value" }] }), "invalidValue"],
+    [patch({ op: "replace", path: "displayName", value: "" }), "invalidValue"],
+    [patch({ op: "replace", path: "members[value eq \"x\"].display", value: "x" }), "invalidPath"],
+    [patch({ op: "replace", path: "owner", value: "x" }), "invalidPath"]
+  ]
+  for (const [body, scimType] of cases) {
+    const res = await d.send("PATCH", `/Groups/${g.id}`, body)
+    expect([scimType, res.status, res.body]).toEqual([scimType, 400, scimError(400, scimType)])
+  }
+  const after = await d.send("GET", `/Groups/${g.id}`)
+  expect([after.body.displayName, after.body.members.length, after.body.meta.version]).toEqual(["G", 2, 'W/"2"'])
 })
 
 describe("tenant isolation", () => {

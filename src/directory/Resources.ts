@@ -96,8 +96,11 @@ const decodeOrFail = <A, I>(schema: Schema.Schema<A, I>, what: string) => {
     })
 }
 
-export const decodeUser = decodeOrFail(UserInput, "User")
-export const decodeGroup = decodeOrFail(GroupInput, "Group")
+const decodeUserStrict = decodeOrFail(UserInput, "User")
+const decodeGroupStrict = decodeOrFail(GroupInput, "Group")
+/** a body or patched document; attribute names in any case (RFC 7643 §2.1) */
+export const decodeUser = (input: unknown) => decodeUserStrict(canonicalise(input))
+export const decodeGroup = (input: unknown) => decodeGroupStrict(canonicalise(input))
 
 /** How a filter attribute is read in SQL (alias `u`/`g` for the resource row, `e` for a multi-valued element). */
 export type AttrType = "string" | "boolean" | "dateTime" | "reference"

@@ -205,6 +205,9 @@ describe("create, replace, ETags", () => {
     expect((await d.send("DELETE", `/Users/${first.id}`)).status).toBe(204)
     expect((await d.send("GET", `/Users/${first.id}`)).body).toEqual(scimError(404))
     expect((await d.send("POST", "/Users", newUser("dup@example.com", { externalId: "X1" }))).status).toBe(201)
+    // attribute names are case-insensitive in bodies too
+    const cased = await d.send("POST", "/Users", { schemas: [], USERNAME: "Cased@example.com", Name: { GivenName: "C" }, Active: "False" })
+    expect([cased.status, cased.body.userName, cased.body.name, cased.body.active]).toEqual([201, "Cased@example.com", { givenName: "C" }, false])
     // the deleted row is kept for audit
     const [kept] = await app.query("SELECT deleted_at AS at, active FROM scim_users WHERE id = $1", [first.id])
     expect([kept.at instanceof Date, kept.active]).toEqual([true, false])

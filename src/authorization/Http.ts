@@ -39,11 +39,11 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
     const passkeys = yield* Passkeys
 
     /** the page shown when a request cannot be answered any more */
-    const unavailable = (e: { _tag: string; message: string }) =>
+    const unavailable = (e: { _tag: string; message: string; code?: string }) =>
       e._tag === "NotFound"
         ? html(messagePage("Request not found", "This authorization request does not exist. Check the link you followed."), 404)
         : e._tag === "Forbidden"
-        ? html(messagePage("Passkey required", e.message), 403)
+        ? html(messagePage(e.code === "FIDO_REQUIRED" ? "Passkey required" : "Not allowed", e.message), 403)
         : html(messagePage("Request no longer available", e.message.includes("expired")
           ? "This authorization request has expired. Go back to the application and start again."
           : "This authorization request has already been answered."), 410)

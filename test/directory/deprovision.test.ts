@@ -122,6 +122,14 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect((await app.query("SELECT count(*)::int AS n FROM webauthn_credentials WHERE developer_id = $1", [w.c.developerId]))[0].n).toBe(2)
   const approve = await app.request("POST", `/v1/consent/${w.pendingId}/approve`)
   expect([approve.status, approve.body.code]).toEqual([403, "PRINCIPAL_INACTIVE"])
+  // the consent page's own form says so too
+  const form = await fetch(`${app.url}/consent/approve`, {
+    method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `req=${w.pendingId}`, redirect: "manual"
+  })
+  expect(form.status).toBe(403)
+  const page = await form.text()
+  expect(page).toContain("Not allowed")
+  expect(page).toContain("deactivated in the directory")
   expect((await app.query("SELECT status FROM auth_requests WHERE id = $1", [w.pendingId]))[0].status).toBe("pending")
   expect((await authorize(w)).body.code).toBe("PRINCIPAL_INACTIVE")
   expect((await newBundle(w)).body.code).toBe("PRINCIPAL_INACTIVE")

@@ -8,7 +8,8 @@ import { mkdirSync } from "node:fs"
 
 mkdirSync("dist", { recursive: true })
 const entrypoints = ["src/main.ts"]
-// Worker entry points must be named so the compiler embeds them.
+// Worker entry points must be named so the compiler embeds them; they land relative to the entry
+// points' common folder (src/), which is where Verifier.ts's defaultWorkerUrl looks in the binary.
 for (const extra of ["src/offline-sync/verifyWorker.ts"]) {
   if (await Bun.file(extra).exists()) entrypoints.push(extra)
 }

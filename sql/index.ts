@@ -27,6 +27,10 @@ import m0011 from "./0011_developer_changes.sql" with { type: "text" }
 // @ts-ignore text import
 import m0012 from "./0012_audit_key_generation.sql" with { type: "text" }
 // @ts-ignore text import
+import m0013 from "./0013_grant_hardening.sql" with { type: "text" }
+// @ts-ignore text import
+import m0014 from "./0014_hardening_data.sql" with { type: "text" }
+// @ts-ignore text import
 import m0015 from "./0015_directory.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
@@ -42,5 +46,7 @@ export const migrations: Record<string, string> = {
   "0010_vault_refresh_lease": m0010,
   "0011_developer_changes": m0011,
   "0012_audit_key_generation": m0012,
+  "0013_grant_hardening": m0013,
+  "0014_hardening_data": m0014,
   "0015_directory": m0015
 }

@@ -34,6 +34,12 @@ export interface AppConfig {
     readonly retryBaseSeconds: number
     readonly timeoutSeconds: number
     readonly maxAttempts: number
+    /** endpoints a developer may have, per plan (null: no cap); decisions §16, §19 */
+    readonly endpointLimits: { readonly free: number | null; readonly pro: number | null; readonly enterprise: number | null }
+    /** sends in flight at once: per endpoint, per developer (across instances) and per instance */
+    readonly endpointConcurrency: number
+    readonly developerConcurrency: number
+    readonly concurrency: number
   }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
@@ -88,6 +94,10 @@ const integer = (env: Env, name: string, fallback: number, min = 0): number => {
   if (value < min) throw new ConfigError(name, `must be at least ${min}`)
   return value
 }
+
+/** a whole number of at least 1, or "none" for no limit */
+const limitOrNone = (env: Env, name: string, fallback: number | null): number | null =>
+  env[name]?.trim() === "none" ? null : env[name] === undefined || env[name]!.trim() === "" ? fallback : integer(env, name, 1, 1)
 
 const positiveNumber = (env: Env, name: string, fallback: number): number => {
   const raw = env[name]
@@ -277,7 +287,15 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       pollIntervalSeconds: positiveNumber(env, "WEBHOOK_POLL_INTERVAL_SECONDS", 30),
       retryBaseSeconds: positiveNumber(env, "WEBHOOK_RETRY_BASE_SECONDS", 30),
       timeoutSeconds: positiveNumber(env, "WEBHOOK_TIMEOUT_SECONDS", 10),
-      maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1)
+      maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1),
+      endpointLimits: {
+        free: limitOrNone(env, "WEBHOOK_ENDPOINTS_FREE", 30),
+        pro: limitOrNone(env, "WEBHOOK_ENDPOINTS_PRO", 200),
+        enterprise: limitOrNone(env, "WEBHOOK_ENDPOINTS_ENTERPRISE", null)
+      },
+      endpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1),
+      developerConcurrency: integer(env, "WEBHOOK_DEVELOPER_CONCURRENCY", 16, 1),
+      concurrency: integer(env, "WEBHOOK_CONCURRENCY", 50, 1)
     },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",

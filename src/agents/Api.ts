@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, InvalidRedirectUri, NotFound } from "../platform/Errors.ts"
 
 export const Scope = Schema.String.pipe(
   Schema.minLength(1),
@@ -19,6 +19,7 @@ export const AgentView = Schema.Struct({
   description: Schema.NullOr(Schema.String),
   scopes: Schema.Array(Schema.String),
   status: Schema.Literal("active", "suspended"),
+  redirectUris: Schema.Array(Schema.String),
   createdAt: Schema.String,
   updatedAt: Schema.String
 })
@@ -26,13 +27,22 @@ export const AgentView = Schema.Struct({
 const Name = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const Description = Schema.String.pipe(Schema.maxLength(2000))
 const IdPath = Schema.Struct({ id: Schema.String })
+/** each checked by the service (400 INVALID_REDIRECT_URI); at most 20 (decisions §19) */
+const RedirectUris = Schema.Array(Schema.String).pipe(Schema.maxItems(20))
 
 export class AgentsApi extends HttpApiGroup.make("agents")
   .add(
     HttpApiEndpoint.post("create", "/v1/agents")
-      .setPayload(Schema.Struct({ name: Name, description: Schema.optional(Description), scopes: Schema.optional(Scopes) }))
+      .setPayload(Schema.Struct({
+        name: Name,
+        description: Schema.optional(Description),
+        scopes: Schema.optional(Scopes),
+        redirectUris: Schema.optional(RedirectUris)
+      }))
       .addSuccess(AgentView, { status: 201 })
       .addError(BadRequest)
+      .addError(InvalidRedirectUri)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/agents")
@@ -48,13 +58,16 @@ export class AgentsApi extends HttpApiGroup.make("agents")
         name: Schema.optional(Name),
         description: Schema.optional(Schema.NullOr(Description)),
         scopes: Schema.optional(Scopes),
-        status: Schema.optional(Schema.Literal("active", "suspended"))
+        status: Schema.optional(Schema.Literal("active", "suspended")),
+        redirectUris: Schema.optional(RedirectUris)
       }))
       .addSuccess(AgentView)
       .addError(BadRequest)
+      .addError(InvalidRedirectUri)
+      .addError(BodyErrors)
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.del("remove", "/v1/agents/:id").setPath(IdPath).addSuccess(Schema.Void, { status: 204 }).addError(NotFound))
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

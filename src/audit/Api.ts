@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound } from "../platform/Errors.ts"
 
 export const AuditEntryView = Schema.Struct({
   entryId: Schema.String,
@@ -35,6 +35,7 @@ export class AuditApi extends HttpApiGroup.make("audit")
       }))
       .addSuccess(AuditEntryView, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.get("entries", "/v1/audit/entries")
@@ -55,5 +56,5 @@ export class AuditApi extends HttpApiGroup.make("audit")
   )
   .add(HttpApiEndpoint.get("get", "/v1/audit/:id").setPath(Schema.Struct({ id: Schema.String })).addSuccess(AuditEntryView).addError(NotFound))
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

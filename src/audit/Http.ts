@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest, NotFound } from "../platform/Errors.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 
 const COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash, timestamp,
@@ -19,7 +19,7 @@ export const AuditHttp = HttpApiBuilder.group(Api, "audit", (handlers) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           if (payload.action.startsWith("service.")) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "Actions starting with service. are reserved for the service"))
+            return yield* Effect.fail(new BadRequest({ message: "Actions starting with service. are reserved for the service" }))
           }
           return yield* chain.append({ developerId: developer.id, ...payload })
         }))
@@ -51,7 +51,7 @@ export const AuditHttp = HttpApiBuilder.group(Api, "audit", (handlers) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const rows = yield* sql.unsafe<any>(`SELECT ${COLUMNS} FROM audit_log WHERE id = $1 AND developer_id = $2`, [path.id, developer.id]).pipe(Effect.orDie)
-          if (rows.length === 0) return yield* Effect.fail(err.notFound("NOT_FOUND", "Audit entry not found"))
+          if (rows.length === 0) return yield* Effect.fail(new NotFound({ message: "Audit entry not found" }))
           return rowToEntry(rows[0])
         }))
   }))

@@ -12,9 +12,12 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
 import { Principals, PrincipalsLive } from "../directory/Principals.ts"
-import { Grants, type GrantRecord, GrantsLive } from "../grants/Service.ts"
+import { redirectUriProblem } from "../agents/RedirectUri.ts"
+import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
-import { type BadRequest, err, type Forbidden, type Gone, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PrincipalInactive
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
@@ -93,7 +96,7 @@ export interface TokenResponse {
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
     { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | NotFound | Unprocessable | Forbidden
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -101,10 +104,10 @@ export interface AuthorizationService {
     { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
   >
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
-  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | Forbidden>
+  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
-  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
-  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, BadRequest | Forbidden>
+  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
+  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
   /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
   readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
 }
@@ -114,16 +117,9 @@ export class Authorization extends Context.Tag("agent-auth/Authorization")<Autho
 const REQUEST_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, grant_ttl_seconds, redirect_uri, state, audience,
   code_challenge, code_challenge_method, status, expires_at, created_at, grant_id, fido_verified_at`
 
-const invalidGrant = (message: string) => err.badRequest("INVALID_GRANT", message)
+const invalidGrant = (message: string) => new InvalidGrant({ message: message })
 
-const validRedirect = (uri: string) => {
-  try {
-    const u = new URL(uri)
-    return (u.protocol === "https:" || u.protocol === "http:") && u.hash === "" && uri.length <= 2000
-  } catch {
-    return false
-  }
-}
+const invalidRedirect = (message: string) => new InvalidRedirectUri({ message: message })
 
 export const AuthorizationServiceLive = Layer.effect(
   Authorization,
@@ -182,26 +178,30 @@ export const AuthorizationServiceLive = Layer.effect(
     const authorize: AuthorizationService["authorize"] = (developer, input) =>
       Effect.gen(function*() {
         const ttl = parseDuration(input.expiresIn ?? "24h")
-        if (ttl === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
-        if (input.redirectUri !== undefined && !validRedirect(input.redirectUri)) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "redirectUri must be an absolute http(s) URL without a fragment"))
-        }
+        if (ttl === undefined) return yield* Effect.fail(new BadRequest({ message: "expiresIn must look like 90s, 15m, 24h or 7d" }))
+        if (ttl > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(new BadRequest({ message: "expiresIn may be at most 366 days" }))
+        const redirectProblem = input.redirectUri === undefined ? undefined : redirectUriProblem(input.redirectUri)
+        if (redirectProblem !== undefined) return yield* Effect.fail(invalidRedirect(redirectProblem))
         const method = input.codeChallengeMethod ?? "S256"
         if (input.codeChallenge !== undefined) {
-          if (method !== "S256") return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallengeMethod must be S256"))
+          if (method !== "S256") return yield* Effect.fail(new BadRequest({ message: "codeChallengeMethod must be S256" }))
           if (!/^[A-Za-z0-9_-]{43,128}$/.test(input.codeChallenge)) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallenge must be base64url, 43 to 128 characters"))
+            return yield* Effect.fail(new BadRequest({ message: "codeChallenge must be base64url, 43 to 128 characters" }))
           }
         } else if (input.codeChallengeMethod !== undefined) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "codeChallengeMethod given without codeChallenge"))
+          return yield* Effect.fail(new BadRequest({ message: "codeChallengeMethod given without codeChallenge" }))
         }
-        if (input.scopes.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "scopes must not be empty"))
+        if (input.scopes.length === 0) return yield* Effect.fail(new BadRequest({ message: "scopes must not be empty" }))
         const agent = yield* agents.find(developer.id, input.agentId)
-        if (agent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Agent not found"))
-        if (agent.status !== "active") return yield* Effect.fail(err.forbidden("AGENT_SUSPENDED", "Agent is suspended"))
+        if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
+        if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
+        // an agent with registered redirect URIs is sent only to one of them, compared as strings
+        if (input.redirectUri !== undefined && agent.redirectUris.length > 0 && !agent.redirectUris.includes(input.redirectUri)) {
+          return yield* Effect.fail(invalidRedirect("redirectUri is not one of the agent's registered redirectUris"))
+        }
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
-          return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
+          return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
         yield* principals.requireActive(developer.id, input.principalId)
         const ms = yield* nowMillis
@@ -233,7 +233,7 @@ export const AuthorizationServiceLive = Layer.effect(
           FROM auth_requests r JOIN agents a ON a.id = r.agent_id JOIN developers d ON d.id = r.developer_id
           WHERE r.id = ${id}`.pipe(Effect.orDie)
         const row = rows[0]
-        if (row === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Authorization request not found"))
+        if (row === undefined) return yield* Effect.fail(new NotFound({ message: "Authorization request not found" }))
         const status = row.status === "pending" && row.expiresAt.getTime() <= ms ? "expired" as const : row.status
         return {
           id: row.id,
@@ -252,11 +252,11 @@ export const AuthorizationServiceLive = Layer.effect(
 
     const pendingOrGone = (request: AuthRequestRecord | undefined, ms: number) =>
       request === undefined
-        ? Effect.fail(err.notFound("NOT_FOUND", "Authorization request not found"))
+        ? Effect.fail(new NotFound({ message: "Authorization request not found" }))
         : request.status !== "pending"
-        ? Effect.fail(err.gone("GONE", `Authorization request already ${request.status}`))
+        ? Effect.fail(new Gone({ message: `Authorization request already ${request.status}` }))
         : request.expiresAt.getTime() <= ms
-        ? Effect.fail(err.gone("GONE", "Authorization request expired"))
+        ? Effect.fail(new Gone({ message: "Authorization request expired" }))
         : Effect.succeed(request)
 
     /** whether the agent is active (not suspended, not deleted): it alone gets consent and tokens */
@@ -265,7 +265,7 @@ export const AuthorizationServiceLive = Layer.effect(
         sql<{ status: string }>`SELECT status FROM agents WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`,
         (rows) => rows[0]?.status === "active"
       )
-    const agentSuspended = () => err.forbidden("AGENT_SUSPENDED", "Agent is suspended")
+    const agentSuspended = () => new AgentSuspended({ message: "Agent is suspended" })
 
     const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
       sql.withTransaction(Effect.gen(function*() {
@@ -277,7 +277,7 @@ export const AuthorizationServiceLive = Layer.effect(
         if (!options.fidoVerified) {
           const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
           if (developer?.fidoRequired) {
-            return yield* Effect.fail(err.forbidden("FIDO_REQUIRED", "This developer requires approval with a passkey"))
+            return yield* Effect.fail(new FidoRequired({ message: "This developer requires approval with a passkey" }))
           }
         }
         return yield* approveInTransaction(request, ms, options.fidoVerified)

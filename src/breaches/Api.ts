@@ -5,7 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, BreachClosed, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
 
 const Nullable = Schema.NullOr(Schema.String)
 
@@ -68,6 +68,7 @@ export class BreachesApi extends HttpApiGroup.make("breaches")
       .setPayload(Schema.Unknown)
       .addSuccess(Schema.Struct({ ...Breach.fields, principalIntimations: Schema.Array(Intimation) }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/dpdp/breaches")
@@ -91,8 +92,11 @@ export class BreachesApi extends HttpApiGroup.make("breaches")
       .setPayload(Schema.Unknown)
       .addSuccess(Breach)
       .addError(BadRequest)
+      .addError(ReportIncomplete)
+      .addError(BodyErrors)
       .addError(NotFound)
-      .addError(Conflict)
+      .addError(InvalidTransition)
+      .addError(BreachClosed)
   )
   .add(
     HttpApiEndpoint.post("intimate", "/v1/dpdp/breaches/:breachId/principal-intimations")
@@ -110,9 +114,10 @@ export class BreachesApi extends HttpApiGroup.make("breaches")
         principalIntimation: PrincipalIntimation
       }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
-      .addError(Conflict)
+      .addError(BreachClosed)
   )
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

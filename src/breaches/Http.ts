@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest } from "../platform/Errors.ts"
 import { pageLimit } from "../platform/Pagination.ts"
 import { Breaches } from "./Service.ts"
 
@@ -15,7 +15,7 @@ export const BreachesHttp = HttpApiBuilder.group(Api, "breaches", (handlers) =>
       .handle("list", ({ urlParams }) =>
         withDeveloper((d) => {
           const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
+          if (limit === undefined) return Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 100" }))
           return breaches.list(d, { ...urlParams, limit })
         }))
       .handle("get", ({ path }) => withDeveloper((d) => breaches.get(d, path.breachId)))

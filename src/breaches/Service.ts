@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { AuditChain } from "../platform/AuditChain.ts"
-import { err, type BadRequest, type Conflict, type NotFound } from "../platform/Errors.ts"
+import { BadRequest, BreachClosed, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
@@ -43,14 +43,17 @@ export interface BreachRow {
   readonly lastIntimatedAt: Date | null
 }
 
-export const BREACH_SELECT = `
+/**
+ * The counts are stored on the row and kept in the transaction of each intimation (decisions §19),
+ * so a list costs the same whatever the size of the breaches it returns; it also leaves out the
+ * listed ids (up to 10,000 per breach), which only a single breach shows.
+ */
+export const breachSelect = (options: { ids: boolean }) => `
   SELECT b.id, b.developer_id, b.status, b.description, b.nature, b.extent, b.occurred_at, b.aware_at, b.location,
-         b.likely_impact, b.affected_count, b.affected_principal_ids, b.ids_given, b.mitigation, b.detailed_report,
+         b.likely_impact, b.affected_count, ${options.ids ? "b.affected_principal_ids" : "'{}'::text[] AS affected_principal_ids"},
+         b.ids_given, b.mitigation, b.detailed_report,
          b.board_initial_intimation_sent_at, b.board_detailed_report_sent_at, b.extension, b.created_at, b.updated_at, b.closed_at,
-         (SELECT count(*)::int FROM breach_intimated_principals p WHERE p.breach_id = b.id) AS intimated_count,
-         (SELECT count(*)::int FROM unnest(b.affected_principal_ids) AS l(pid)
-            WHERE NOT EXISTS (SELECT 1 FROM breach_intimated_principals p WHERE p.breach_id = b.id AND p.principal_id = l.pid)) AS pending_ids,
-         (SELECT max(intimated_at) FROM breach_intimations i WHERE i.breach_id = b.id) AS last_intimated_at
+         b.intimated_count, b.pending_count AS pending_ids, b.last_intimated_at
   FROM breaches b`
 
 /** awareAt + 72 h, or the granted extension's newDueAt */
@@ -124,19 +127,19 @@ const intimationView = (i: IntimationRow) => ({
 
 export interface BreachesService {
   readonly record: (developerId: string, body: unknown) => Effect.Effect<BreachView & { principalIntimations: Array<ReturnType<typeof intimationView>> }, BadRequest>
-  readonly update: (developerId: string, id: string, body: unknown) => Effect.Effect<BreachView, BadRequest | NotFound | Conflict>
+  readonly update: (developerId: string, id: string, body: unknown) => Effect.Effect<BreachView, BadRequest | ReportIncomplete | NotFound | InvalidTransition | BreachClosed>
   readonly list: (developerId: string, query: { status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { breaches: Array<BreachView>; nextCursor: string | null },
     BadRequest
   >
   readonly get: (developerId: string, id: string) => Effect.Effect<BreachView & { principalIntimations: Array<ReturnType<typeof intimationView>> }, NotFound>
-  readonly intimate: (developerId: string, id: string, body: unknown) => Effect.Effect<unknown, BadRequest | NotFound | Conflict>
+  readonly intimate: (developerId: string, id: string, body: unknown) => Effect.Effect<unknown, BadRequest | NotFound | BreachClosed>
 }
 
 export class Breaches extends Context.Tag("agent-auth/Breaches")<Breaches, BreachesService>() {}
 
 const validated = <A>(f: () => A) =>
-  Effect.try({ try: f, catch: (e) => (e instanceof Invalid ? err.badRequest("BAD_REQUEST", e.message) : (() => { throw e })()) })
+  Effect.try({ try: f, catch: (e) => (e instanceof Invalid ? new BadRequest({ message: e.message }) : (() => { throw e })()) })
 
 export const BreachesServiceLive = Layer.effect(
   Breaches,
@@ -144,10 +147,10 @@ export const BreachesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const audit = yield* AuditChain
     const events = yield* Events
-    const notFound = () => err.notFound("NOT_FOUND", "Breach not found")
+    const notFound = () => new NotFound({ message: "Breach not found" })
 
     const load = (developerId: string, id: string, lock = false) =>
-      sql.unsafe<BreachRow>(`${BREACH_SELECT} WHERE b.id = $1 AND b.developer_id = $2${lock ? " FOR UPDATE OF b" : ""}`, [id, developerId]).pipe(
+      sql.unsafe<BreachRow>(`${breachSelect({ ids: true })} WHERE b.id = $1 AND b.developer_id = $2${lock ? " FOR UPDATE OF b" : ""}`, [id, developerId]).pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       )
@@ -162,11 +165,12 @@ export const BreachesServiceLive = Layer.effect(
         const row = yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql.unsafe(
             `INSERT INTO breaches (id, developer_id, status, description, nature, extent, occurred_at, aware_at, location, likely_impact,
-               affected_count, affected_principal_ids, ids_given, mitigation, detailed_report, created_at)
-             VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15)`,
+               affected_count, affected_principal_ids, ids_given, mitigation, detailed_report, created_at, pending_count)
+             VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16)`,
             [id, developerId, input.description, input.nature, input.extent, input.occurredAt, input.awareAt, input.location,
               input.likelyImpact, input.affectedCount, [...(input.affectedDataPrincipalIds ?? [])] as any,
-              input.affectedDataPrincipalIds !== null, input.mitigation, JSON.stringify(report), at]
+              input.affectedDataPrincipalIds !== null, input.mitigation, JSON.stringify(report), at,
+              input.affectedDataPrincipalIds?.length ?? 0]
           )
           const row = (yield* load(developerId, id))!
           const due = dueAt(row).toISOString()
@@ -194,29 +198,29 @@ export const BreachesServiceLive = Layer.effect(
           const breach = yield* load(developerId, id, true)
           if (breach === undefined) return yield* Effect.fail(notFound())
           // a closed breach refuses every update, whatever the body says (interface: 409 BREACH_CLOSED)
-          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
+          if (breach.status === "closed") return yield* Effect.fail(new BreachClosed({ message: "The breach is closed" }))
           if (parsed._tag === "Left") return yield* Effect.fail(parsed.left)
           const input = parsed.right
           // checks against the stored breach; nothing is written until all pass
           const aware = breach.awareAt.getTime()
           for (const [field, value] of [["boardInitialIntimationSentAt", input.boardInitialIntimationSentAt], ["boardDetailedReportSentAt", input.boardDetailedReportSentAt]] as const) {
-            if (value !== undefined && value.getTime() < aware) return yield* Effect.fail(err.badRequest("BAD_REQUEST", `${field} must not be before awareAt`))
+            if (value !== undefined && value.getTime() < aware) return yield* Effect.fail(new BadRequest({ message: `${field} must not be before awareAt` }))
           }
           if (input.extension?.newDueAt && input.extension.newDueAt.getTime() <= aware) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "extension.newDueAt must be after awareAt"))
+            return yield* Effect.fail(new BadRequest({ message: "extension.newDueAt must be after awareAt" }))
           }
           const next = input.status
           if (next !== undefined) {
             const from = { initial_intimated: "open", reported: "initial_intimated", closed: "reported" }[next]
             if (breach.status !== from) {
-              return yield* Effect.fail(err.conflict("INVALID_TRANSITION", `Cannot move a breach from ${breach.status} to ${next}`))
+              return yield* Effect.fail(new InvalidTransition({ message: `Cannot move a breach from ${breach.status} to ${next}` }))
             }
           }
           const report = { ...breach.detailedReport, ...input.detailedReport }
           if (next === "reported") {
             const missing = REPORT_KEYS.filter((k) => report[k] === null || report[k] === undefined || report[k]!.trim() === "")
             if (missing.length > 0) {
-              return yield* Effect.fail(err.badRequest("REPORT_INCOMPLETE", `The detailed report lacks: ${missing.join(", ")}`))
+              return yield* Effect.fail(new ReportIncomplete({ message: `The detailed report lacks: ${missing.join(", ")}` }))
             }
           }
           const at = new Date(ms)
@@ -257,7 +261,7 @@ export const BreachesServiceLive = Layer.effect(
     const list: BreachesService["list"] = (developerId, query) =>
       Effect.gen(function*() {
         const cursor = decodeCursor(query.cursor)
-        if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+        if (cursor === null) return yield* Effect.fail(new BadRequest({ message: "cursor is not valid" }))
         const ms = yield* nowMillis
         const params: Array<unknown> = [developerId]
         const conditions = ["b.developer_id = $1"]
@@ -271,7 +275,7 @@ export const BreachesServiceLive = Layer.effect(
         }
         params.push(query.limit + 1)
         const rows = yield* sql.unsafe<BreachRow>(
-          `${BREACH_SELECT} WHERE ${conditions.join(" AND ")} ORDER BY b.created_at DESC, b.id DESC LIMIT $${params.length}`,
+          `${breachSelect({ ids: false })} WHERE ${conditions.join(" AND ")} ORDER BY b.created_at DESC, b.id DESC LIMIT $${params.length}`,
           params as any
         ).pipe(Effect.orDie)
         const page = rows.slice(0, query.limit)
@@ -299,27 +303,35 @@ export const BreachesServiceLive = Layer.effect(
           const breach = yield* load(developerId, id, true)
           if (breach === undefined) return yield* Effect.fail(notFound())
           if (input.intimatedAt.getTime() < breach.awareAt.getTime()) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "intimatedAt must not be before awareAt"))
+            return yield* Effect.fail(new BadRequest({ message: "intimatedAt must not be before awareAt" }))
           }
           if (breach.idsGiven) {
             const listed = new Set(breach.affectedPrincipalIds)
             const strangers = input.dataPrincipalIds.filter((p) => !listed.has(p))
             if (strangers.length > 0) {
-              return yield* Effect.fail(err.badRequest("BAD_REQUEST", `${strangers.length} dataPrincipalIds are not among the breach's affected principals`))
+              return yield* Effect.fail(new BadRequest({ message: `${strangers.length} dataPrincipalIds are not among the breach's affected principals` }))
             }
           }
-          if (breach.status === "closed") return yield* Effect.fail(err.conflict("BREACH_CLOSED", "The breach is closed"))
+          if (breach.status === "closed") return yield* Effect.fail(new BreachClosed({ message: "The breach is closed" }))
           const at = new Date(ms)
           const intimationId = newId("bint", ms)
           const contentMissing = CONTENT_ITEMS.filter((c) => !input.contentIncluded.includes(c))
           yield* sql`INSERT INTO breach_intimations (id, breach_id, channel, intimated_at, principal_count, content_included, content_missing, created_at)
                      VALUES (${intimationId}, ${id}, ${input.channel}, ${input.intimatedAt}, ${input.dataPrincipalIds.length},
                              ${[...input.contentIncluded] as any}, ${[...contentMissing] as any}, ${at})`
+          // the derived counts move with the principals newly told (every one of them is listed when
+          // the breach listed ids, so each is one fewer pending)
           yield* sql.unsafe(
-            `INSERT INTO breach_intimated_principals (breach_id, principal_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
-            [id, [...input.dataPrincipalIds] as any]
+            `WITH told AS (
+               INSERT INTO breach_intimated_principals (breach_id, principal_id) SELECT $1, unnest($2::text[])
+               ON CONFLICT DO NOTHING RETURNING 1)
+             UPDATE breaches SET updated_at = $3,
+               intimated_count = intimated_count + (SELECT count(*)::int FROM told),
+               pending_count = CASE WHEN ids_given THEN pending_count - (SELECT count(*)::int FROM told) ELSE 0 END,
+               last_intimated_at = GREATEST(last_intimated_at, $4::timestamptz)
+             WHERE id = $1`,
+            [id, [...input.dataPrincipalIds] as any, at, input.intimatedAt]
           )
-          yield* sql`UPDATE breaches SET updated_at = ${at} WHERE id = ${id}`
           yield* audit.append({
             developerId,
             action: "service.dpdp.breach_principals_intimated",

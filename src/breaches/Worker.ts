@@ -12,7 +12,7 @@ import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { Events } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { dueAt } from "./Service.ts"
+import { BOARD_REPORT_HOURS, dueAt } from "./Service.ts"
 
 /** One pass: returns the alerts it emitted. Tests drive it directly. */
 export const alertDeadlines = Effect.gen(function*() {
@@ -22,9 +22,19 @@ export const alertDeadlines = Effect.gen(function*() {
   const audit = yield* AuditChain
   const ms = yield* nowMillis
   const leadMs = config.breaches.alertLeadMinutes * 60_000
+  // Only the breaches owed an alert now: due within the lead time and this stage not yet alerted for
+  // this due time (the same rule as dueAt), so a pass does no work per breach already alerted.
+  const now = new Date(ms)
   const owed = yield* sql<{ id: string; developerId: string; awareAt: Date; extension: any }>`
-    SELECT id, developer_id, aware_at, extension FROM breaches
-    WHERE board_detailed_report_sent_at IS NULL AND status <> 'closed'`.pipe(Effect.orDie)
+    SELECT id, developer_id, aware_at, extension FROM (
+      SELECT id, developer_id, aware_at, extension,
+             CASE WHEN extension->>'granted' = 'true' AND extension->>'newDueAt' IS NOT NULL
+                  THEN (extension->>'newDueAt')::timestamptz ELSE aware_at + make_interval(hours => ${BOARD_REPORT_HOURS}) END AS due
+      FROM breaches WHERE board_detailed_report_sent_at IS NULL AND status <> 'closed'
+    ) o
+    WHERE o.due <= ${new Date(ms + leadMs)}
+      AND NOT EXISTS (SELECT 1 FROM breach_deadline_alerts a
+                      WHERE a.breach_id = o.id AND a.due_at = o.due AND a.stage = CASE WHEN o.due < ${now} THEN 'overdue' ELSE 'approaching' END)`.pipe(Effect.orDie)
   const emitted: Array<{ breachId: string; stage: "approaching" | "overdue" }> = []
   for (const breach of owed) {
     const due = dueAt(breach)

@@ -17,7 +17,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, PaymentRequired, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, GrantNotActive, InsufficientBudget, NotFound } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { amountProblem } from "./Amount.ts"
 
@@ -64,6 +64,7 @@ export class BudgetsApi extends HttpApiGroup.make("budgets")
       .setPayload(Schema.Struct({ grantId: GrantId, initialBudget: Amount, currency: Schema.optional(Currency) }))
       .addSuccess(BudgetAllocation, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
       .addError(Conflict)
   )
@@ -77,9 +78,10 @@ export class BudgetsApi extends HttpApiGroup.make("budgets")
       }))
       .addSuccess(Schema.Struct({ remaining: Schema.Number, transactionId: Schema.String, grantId: Schema.String }))
       .addError(BadRequest)
-      .addError(PaymentRequired)
+      .addError(BodyErrors)
+      .addError(InsufficientBudget)
       .addError(NotFound)
-      .addError(Conflict)
+      .addError(GrantNotActive)
   )
   .add(
     HttpApiEndpoint.get("balance", "/v1/budget/balance/:grantId")
@@ -95,6 +97,6 @@ export class BudgetsApi extends HttpApiGroup.make("budgets")
       .addError(BadRequest)
       .addError(NotFound)
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}

@@ -10,7 +10,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { Grants, GrantsLive } from "../grants/Service.ts"
-import { err, type BadRequest, type Conflict, type NotFound, type PaymentRequired } from "../platform/Errors.ts"
+import { BadRequest, Conflict, GrantNotActive, InsufficientBudget, NotFound } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
@@ -89,7 +89,7 @@ export interface BudgetsService {
   readonly debit: (
     developerId: string,
     input: DebitInput
-  ) => Effect.Effect<{ remaining: number; transactionId: string; grantId: string }, NotFound | PaymentRequired | Conflict>
+  ) => Effect.Effect<{ remaining: number; transactionId: string; grantId: string }, NotFound | InsufficientBudget | GrantNotActive>
   readonly balance: (developerId: string, grantId: string) => Effect.Effect<ReturnType<typeof balanceView>, NotFound>
   readonly transactions: (
     developerId: string,
@@ -107,7 +107,7 @@ const ALLOCATION_COLUMNS = `id, grant_id, developer_id, initial_budget::text AS 
 
 const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
 
-const notFound = () => err.notFound("NOT_FOUND", "No budget allocation for this grant")
+const notFound = () => new NotFound({ message: "No budget allocation for this grant" })
 
 export const BudgetsServiceLive = Layer.effect(
   Budgets,
@@ -125,7 +125,7 @@ export const BudgetsServiceLive = Layer.effect(
     const allocate: BudgetsService["allocate"] = (developerId, input) =>
       Effect.gen(function*() {
         const grant = yield* grants.find(developerId, input.grantId)
-        if (grant === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+        if (grant === undefined) return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
         const ms = yield* nowMillis
         const at = new Date(ms)
         const amount = amountText(input.initialBudget)
@@ -140,7 +140,7 @@ export const BudgetsServiceLive = Layer.effect(
           Effect.orDie
         )
         if (rows.length === 0) {
-          return yield* Effect.fail(err.conflict("CONFLICT", "A budget is already allocated to this grant"))
+          return yield* Effect.fail(new Conflict({ message: "A budget is already allocated to this grant" }))
         }
         return allocationView(rows[0]!)
       })
@@ -168,12 +168,9 @@ export const BudgetsServiceLive = Layer.effect(
           const current = state[0]
           if (current === undefined) return yield* Effect.fail(notFound())
           if (current.status !== "active" || current.expiresAt.getTime() <= ms) {
-            return yield* Effect.fail(err.conflict("GRANT_NOT_ACTIVE", "The grant is revoked or expired"))
+            return yield* Effect.fail(new GrantNotActive({ message: "The grant is revoked or expired" }))
           }
-          return yield* Effect.fail(err.paymentRequired(
-            "INSUFFICIENT_BUDGET",
-            `Insufficient budget: ${toNumber(current.remainingBudget)} remaining`
-          ))
+          return yield* Effect.fail(new InsufficientBudget({ message: `Insufficient budget: ${toNumber(current.remainingBudget)} remaining` }))
         }
         const transactionId = newId("btx", ms)
         yield* sql`
@@ -197,18 +194,20 @@ export const BudgetsServiceLive = Layer.effect(
     const transactions: BudgetsService["transactions"] = (developerId, grantId, page) =>
       Effect.gen(function*() {
         const limit = pageLimit(page.limit)
-        if (limit === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
+        if (limit === undefined) return yield* Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 100" }))
         const cursor = decodeCursor(page.cursor)
-        if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is malformed"))
+        if (cursor === null) return yield* Effect.fail(new BadRequest({ message: "cursor is malformed" }))
         const allocation = yield* findAllocation(developerId, grantId)
         if (allocation === undefined) return yield* Effect.fail(notFound())
         const rows = yield* sql.unsafe<TransactionRow>(
           `SELECT id, grant_id, amount::text AS amount, remaining_after::text AS remaining_after, description, metadata, created_at
              FROM budget_transactions
-            WHERE allocation_id = $1 ${cursor ? "AND (created_at, id) < ($3::timestamptz, $4)" : ""}
+            WHERE grant_id = $1 ${cursor ? "AND (created_at, id) < ($3::timestamptz, $4)" : ""}
             ORDER BY created_at DESC, id DESC
             LIMIT $2`,
-          cursor ? [allocation.id, limit + 1, cursor.createdAt, cursor.id] : [allocation.id, limit + 1]
+          // by grant (one allocation per grant): the column budget_transactions_list indexes, so a page
+          // never scans other grants' transactions
+          cursor ? [grantId, limit + 1, cursor.createdAt, cursor.id] : [grantId, limit + 1]
         ).pipe(Effect.orDie)
         const { page: items, nextCursor } = toPage(rows, limit)
         return { transactions: items.map(transactionView), nextCursor }

@@ -2,7 +2,10 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked,
+  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PrincipalInactive
+} from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 const Jwk = Schema.Struct({ kty: Schema.String, kid: Schema.String, n: Schema.String, e: Schema.String, alg: Schema.String, use: Schema.String })
@@ -40,13 +43,19 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
         userId: Text(200),
         scopes: Schema.Array(Text(200)).pipe(Schema.maxItems(100)),
         offlineTTL: Schema.optional(Schema.String),
-        offlineAuditKeyAlgorithm: Schema.optional(Schema.String)
+        offlineAuditKeyAlgorithm: Schema.optional(Schema.String),
+        // decisions §12: an approved authorization request, required under fidoRequired or SSO enforce
+        consentRequestId: Schema.optional(Text(100))
       }))
       .addSuccess(BundleResponse, { status: 201 })
-      .addError(BadRequest)
-      .addError(NotFound)
-      .addError(Unprocessable)
-      .addError(Forbidden)
+      .addError(InvalidRequest)
+      .addError(BodyErrors)
+      .addError(AgentNotFound)
+      .addError(AgentSuspended)
+      .addError(PrincipalInactive)
+      .addError(ConsentRequired)
+      .addError(InvalidScopes)
+      .addError(InvalidTtl)
       .annotate(RatePolicy, { routeLimit: 10 })
   )
   .add(
@@ -58,33 +67,34 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
         limit: Schema.optional(Schema.String)
       }))
       .addSuccess(Schema.Struct({ bundles: Schema.Array(BundleSummary), nextCursor: Schema.NullOr(Schema.String) }))
-      .addError(BadRequest)
+      .addError(InvalidRequest)
       .annotate(RatePolicy, { routeLimit: 100 })
   )
-  .add(HttpApiEndpoint.get("get", "/v1/consent-bundles/:id").setPath(IdPath).addSuccess(BundleSummary).addError(NotFound))
+  .add(HttpApiEndpoint.get("get", "/v1/consent-bundles/:id").setPath(IdPath).addSuccess(BundleSummary).addError(BundleNotFound))
   .add(
     HttpApiEndpoint.post("revoke", "/v1/consent-bundles/:id/revoke")
       .setPath(IdPath)
       .addSuccess(Schema.Struct({ bundleId: Schema.String, status: Schema.Literal("revoked"), revokedAt: Schema.String }))
-      .addError(NotFound)
-      .addError(Conflict)
+      .addError(BundleNotFound)
+      .addError(AlreadyRevoked)
       .annotate(RatePolicy, { routeLimit: 20, developerBudget: "containment" })
   )
   .add(
     HttpApiEndpoint.get("revocationStatus", "/v1/consent-bundles/:id/revocation-status")
       .setPath(IdPath)
       .addSuccess(Schema.Struct({ bundleId: Schema.String, status: Schema.Literal("active", "revoked"), revokedAt: Schema.NullOr(Schema.String) }))
-      .addError(NotFound)
+      .addError(BundleNotFound)
       .annotate(RatePolicy, { routeLimit: 100, developerBudget: "revocationStatus" })
   )
   .add(
     HttpApiEndpoint.post("refresh", "/v1/consent-bundles/:id/refresh")
       .setPath(IdPath)
       .addSuccess(BundleResponse)
-      .addError(NotFound)
-      .addError(Conflict)
+      .addError(BundleNotFound)
+      .addError(BundleRevoked)
+      .addError(BundleExpired)
       .annotate(RatePolicy, { routeLimit: 10 })
   )
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

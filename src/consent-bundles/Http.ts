@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { InvalidRequest } from "../platform/Errors.ts"
 import { pageLimit } from "../platform/Pagination.ts"
 import { ConsentBundles } from "./Service.ts"
 
@@ -15,7 +15,7 @@ export const ConsentBundlesHttp = HttpApiBuilder.group(Api, "consentBundles", (h
       .handle("list", ({ urlParams }) =>
         withDeveloper((d) => {
           const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return Effect.fail(err.badRequest("INVALID_REQUEST", "limit must be an integer from 1 to 100"))
+          if (limit === undefined) return Effect.fail(new InvalidRequest({ message: "limit must be an integer from 1 to 100" }))
           return bundles.list(d, { ...urlParams, limit })
         }))
       .handle("get", ({ path }) => withDeveloper((d) => bundles.get(d, path.id)))

@@ -10,14 +10,18 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
-import { Grants, GrantsLive } from "../grants/Service.ts"
 import { Principals, PrincipalsLive } from "../directory/Principals.ts"
-import { err, type BadRequest, type Conflict, type Forbidden, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import { Grants, GrantsLive } from "../grants/Service.ts"
+import {
+  AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
+  InvalidScopes, InvalidTtl, type PrincipalInactive
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { approvalRequirement, consentRequired, consumeApproval } from "./Consent.ts"
 
 export const MAX_TTL_SECONDS = 168 * 3600
 
@@ -72,6 +76,8 @@ export interface CreateInput {
   readonly scopes: ReadonlyArray<string>
   readonly offlineTTL?: string
   readonly offlineAuditKeyAlgorithm?: string
+  /** an approved authorization request; required when the developer requires passkeys or SSO (§12) */
+  readonly consentRequestId?: string
 }
 
 export type BundleResponse = ReturnType<typeof bundleResponse>
@@ -107,18 +113,21 @@ const newAuditKeyPair = () => {
 }
 
 export interface ConsentBundlesService {
-  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<BundleResponse, BadRequest | NotFound | Unprocessable | Forbidden>
+  readonly create: (developerId: string, input: CreateInput) => Effect.Effect<
+    BundleResponse,
+    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive
+  >
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
-    BadRequest
+    InvalidRequest
   >
-  readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, NotFound>
-  readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, NotFound | Conflict>
+  readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, BundleNotFound>
+  readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, BundleNotFound | AlreadyRevoked>
   readonly revocationStatus: (developerId: string, id: string) => Effect.Effect<
     { bundleId: string; status: "active" | "revoked"; revokedAt: string | null },
-    NotFound
+    BundleNotFound
   >
-  readonly refresh: (developerId: string, id: string) => Effect.Effect<BundleResponse, NotFound | Conflict>
+  readonly refresh: (developerId: string, id: string) => Effect.Effect<BundleResponse, BundleNotFound | BundleRevoked | BundleExpired>
 }
 
 export class ConsentBundles extends Context.Tag("agent-auth/ConsentBundles")<ConsentBundles, ConsentBundlesService>() {}
@@ -133,7 +142,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const keys = yield* Keys
     const events = yield* Events
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
-    const notFound = () => err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found")
+    const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
 
     const find = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BundleRecord>(
@@ -146,30 +155,47 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const ttlText = input.offlineTTL ?? "72h"
         const ttl = parseOfflineTtl(ttlText)
         if (ttl === undefined) {
-          return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "offlineTTL must be a positive whole number followed by m, h or d (e.g. 72h)"))
+          return yield* Effect.fail(new InvalidRequest({ message: "offlineTTL must be a positive whole number followed by m, h or d (e.g. 72h)" }))
         }
-        if (ttl > MAX_TTL_SECONDS) return yield* Effect.fail(err.unprocessable("INVALID_TTL", "offlineTTL may be at most 168h (7 days)"))
+        if (ttl > MAX_TTL_SECONDS) return yield* Effect.fail(new InvalidTtl({ message: "offlineTTL may be at most 168h (7 days)" }))
         if ((input.offlineAuditKeyAlgorithm ?? "Ed25519") !== "Ed25519") {
-          return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "offlineAuditKeyAlgorithm must be Ed25519"))
+          return yield* Effect.fail(new InvalidRequest({ message: "offlineAuditKeyAlgorithm must be Ed25519" }))
         }
-        if (input.scopes.length === 0) return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "scopes must not be empty"))
-        const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
-          SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(Effect.orDie)
-        if (agent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Agent not found"))
-        const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
-        if (unregistered.length > 0) {
-          return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the agent: ${unregistered.join(", ")}`))
-        }
-        yield* principals.requireActive(developerId, input.userId)
+        if (input.scopes.length === 0) return yield* Effect.fail(new InvalidRequest({ message: "scopes must not be empty" }))
         const ms = yield* nowMillis
         const at = new Date(ms)
         const expiresAt = new Date(ms + ttl * 1000)
         const scopes = [...new Set(input.scopes)]
-        const pair = newAuditKeyPair()
+        const id = newId("bundle", ms)
         return yield* sql.withTransaction(Effect.gen(function*() {
+          // Shared lock on the agent: a suspension (or deletion) waits for this bundle and then revokes
+          // it, or goes first and this one sees the agent suspended.
+          const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
+            SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL
+            FOR SHARE`
+          if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
+          if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
+          const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
+          if (unregistered.length > 0) {
+            return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
+          }
+          yield* principals.requireActive(developerId, input.userId)
+          const requirement = yield* approvalRequirement(sql, developerId)
+          if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
+            const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
+              developerId,
+              consentRequestId: input.consentRequestId,
+              agentId: input.agentId,
+              userId: input.userId,
+              scopes,
+              bundleId: id,
+              requirement
+            }))
+            if (!consumed) return yield* Effect.fail(consentRequired(requirement))
+          }
+          const pair = newAuditKeyPair()
           const grant = yield* grants.create({ developerId, agentId: input.agentId, principalId: input.userId, scopes, expiresAt })
           const token = yield* grants.issueToken(grant)
-          const id = newId("bundle", ms)
           const [bundle] = yield* sql.unsafe<BundleRecord>(
             `INSERT INTO consent_bundles (id, developer_id, agent_id, user_id, scopes, grant_id, offline_ttl_seconds,
                offline_expires_at, status, checkpoint_at, created_at, updated_at)
@@ -194,13 +220,13 @@ export const ConsentBundlesServiceLive = Layer.effect(
             privateKey: pair.privateKey,
             syncEndpoint
           })
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
       })
 
     const list: ConsentBundlesService["list"] = (developerId, query) =>
       Effect.gen(function*() {
         const cursor = decodeCursor(query.cursor)
-        if (cursor === null) return yield* Effect.fail(err.badRequest("INVALID_REQUEST", "cursor is not valid"))
+        if (cursor === null) return yield* Effect.fail(new InvalidRequest({ message: "cursor is not valid" }))
         const ms = yield* nowMillis
         const now = new Date(ms)
         const conditions = ["developer_id = $1"]
@@ -242,7 +268,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
       sql.withTransaction(Effect.gen(function*() {
         const bundle = yield* find(developerId, id, true)
         if (bundle === undefined) return yield* Effect.fail(notFound())
-        if (bundle.status === "revoked") return yield* Effect.fail(err.conflict("ALREADY_REVOKED", "Consent bundle is already revoked"))
+        if (bundle.status === "revoked") return yield* Effect.fail(new AlreadyRevoked({ message: "Consent bundle is already revoked" }))
         const ms = yield* nowMillis
         const at = new Date(ms)
         yield* sql`UPDATE consent_bundles SET status = 'revoked', revoked_at = ${at}, updated_at = ${at} WHERE id = ${id}`.pipe(Effect.orDie)
@@ -272,14 +298,17 @@ export const ConsentBundlesServiceLive = Layer.effect(
         if (bundle === undefined) return yield* Effect.fail(notFound())
         const ms = yield* nowMillis
         const status = derivedStatus(bundle, ms)
-        if (status === "revoked") return yield* Effect.fail(err.conflict("BUNDLE_REVOKED", "Consent bundle is revoked"))
+        if (status === "revoked") return yield* Effect.fail(new BundleRevoked({ message: "Consent bundle is revoked" }))
         if (status === "expired") {
-          return yield* Effect.fail(err.conflict("BUNDLE_EXPIRED", "Consent bundle has expired; create a new one"))
+          return yield* Effect.fail(new BundleExpired({ message: "Consent bundle has expired; create a new one" }))
         }
         const grant = yield* grants.find(developerId, bundle.grantId)
         if (grant === undefined || grant.status !== "active") {
-          return yield* Effect.fail(err.conflict("BUNDLE_REVOKED", "The bundle's grant is revoked"))
+          return yield* Effect.fail(new BundleRevoked({ message: "The bundle's grant is revoked" }))
         }
+        // a suspended or deleted agent's bundles are revoked with it (decisions §19); never refreshed
+        const [agent] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${bundle.agentId}`.pipe(Effect.orDie)
+        if (agent?.status !== "active") return yield* Effect.fail(new BundleRevoked({ message: "The bundle's agent is suspended" }))
         const at = new Date(ms)
         const expiresAt = new Date(ms + bundle.offlineTtlSeconds * 1000)
         yield* sql`UPDATE grants SET expires_at = ${expiresAt} WHERE id = ${grant.id}`.pipe(Effect.orDie)

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, PublicRouteErrors } from "../platform/Errors.ts"
 
 export const Plan = Schema.Literal("free", "pro", "enterprise")
 export const Mode = Schema.Literal("live", "sandbox")
@@ -26,12 +26,14 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .setPayload(Schema.Struct({ name: Name, email: Schema.optional(Email), mode: Schema.optional(Mode) }))
       .addSuccess(Schema.Struct({ ...DeveloperView.fields, apiKey: Schema.String }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(Conflict)
+      .addError(PublicRouteErrors)
   )
   .add(
     HttpApiEndpoint.get("me", "/v1/me")
       .addSuccess(DeveloperView)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
@@ -39,13 +41,14 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .setPayload(Schema.Struct({ name: Schema.optional(Name), fidoRequired: Schema.optional(Schema.Boolean) }))
       .addSuccess(DeveloperView)
       .addError(BadRequest)
-      .addError(Unauthorized)
+      .addError(BodyErrors)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
     HttpApiEndpoint.post("rotateKey", "/v1/keys/rotate")
       .addSuccess(Schema.Struct({ apiKey: Schema.String, rotatedAt: Schema.String }))
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
 {}

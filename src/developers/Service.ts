@@ -2,8 +2,9 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
+import { AuditChain } from "../platform/AuditChain.ts"
 import { ApiKeys, hashApiKey, type Developer } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { Conflict } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { now } from "../platform/Time.ts"
 
@@ -25,7 +26,7 @@ const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string 
 export class DevelopersService extends Context.Tag("agent-auth/DevelopersService")<DevelopersService, {
   readonly signup: (input: { name: string; email?: string; mode?: "live" | "sandbox" }) => Effect.Effect<
     { developer: Developer; apiKey: string },
-    ReturnType<typeof err.conflict>
+    Conflict
   >
   readonly update: (developer: Developer, patch: { name?: string; fidoRequired?: boolean }) => Effect.Effect<Developer>
   readonly rotateKey: (developer: Developer) => Effect.Effect<{ apiKey: string; rotatedAt: string }>
@@ -37,6 +38,7 @@ export const DevelopersServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const apiKeys = yield* ApiKeys
+    const audit = yield* AuditChain
     return {
       signup: (input) =>
         Effect.gen(function*() {
@@ -49,22 +51,42 @@ export const DevelopersServiceLive = Layer.effect(
             INSERT INTO developers (id, name, email, mode, plan, api_key_hash, fido_required, created_at, updated_at)
             VALUES (${id}, ${input.name}, ${email}, ${mode}, 'free', ${hashApiKey(apiKey)}, false, ${at}, ${at})
             RETURNING id, name, email, mode, plan, fido_required, created_at`.pipe(
-            Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "A developer with this email already exists"))),
+            Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "A developer with this email already exists" }))),
             Effect.catchTag("SqlError", Effect.die)
           )
           return { developer: rows[0]!, apiKey }
         }),
       update: (developer, patch) =>
-        Effect.gen(function*() {
+        sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
+          // the stored values, not the cached developer's: they decide which settings this call changes
+          const [before] = yield* sql<{ name: string; fidoRequired: boolean }>`
+            SELECT name, fido_required FROM developers WHERE id = ${developer.id} FOR UPDATE`
           const rows = yield* sql<Developer>`
             UPDATE developers SET name = COALESCE(${patch.name ?? null}, name),
               fido_required = COALESCE(${patch.fidoRequired ?? null}, fido_required), updated_at = ${at}
             WHERE id = ${developer.id}
             RETURNING id, name, email, mode, plan, fido_required, created_at`
+          const after = rows[0]!
+          const changedFields = [
+            ...(before !== undefined && after.name !== before.name ? ["name"] : []),
+            ...(before !== undefined && after.fidoRequired !== before.fidoRequired ? ["fidoRequired"] : [])
+          ]
+          // decisions §19: a setting change leaves a trace in the chain (names only; fidoRequired's new
+          // value too, as turning the passkey requirement off is what an audit looks for)
+          if (changedFields.length > 0) {
+            yield* audit.append({
+              developerId: developer.id,
+              action: "service.developer.settings_changed",
+              metadata: {
+                changedFields,
+                ...(changedFields.includes("fidoRequired") ? { fidoRequired: after.fidoRequired } : {})
+              }
+            })
+          }
           apiKeys.forget(developer.id)
-          return rows[0]!
-        }).pipe(Effect.orDie),
+          return after
+        })).pipe(Effect.orDie),
       rotateKey: (developer) =>
         Effect.gen(function*() {
           const at = yield* now

@@ -17,7 +17,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, NotFound } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 const Token = Schema.Struct({
@@ -39,6 +39,7 @@ export class ScimTokensApi extends HttpApiGroup.make("scimTokens")
       .setPayload(Schema.Struct({ label: Schema.String.pipe(Schema.maxLength(1000)), expiresIn: Schema.optional(Schema.String) }))
       .addSuccess(Schema.Struct({ ...Token.fields, tokenId: Schema.String, token: Schema.String }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(Conflict)
   )
   .add(HttpApiEndpoint.get("listTokens", "/v1/scim/tokens").addSuccess(Schema.Struct({ tokens: Schema.Array(Token) })))
@@ -53,9 +54,11 @@ export class ScimTokensApi extends HttpApiGroup.make("scimTokens")
     HttpApiEndpoint.patch("updateSettings", "/v1/scim/settings")
       .setPayload(Schema.partial(Settings))
       .addSuccess(Settings)
+      .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(Conflict)
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}
 

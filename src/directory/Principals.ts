@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { err, type Forbidden } from "../platform/Errors.ts"
+import { PrincipalInactive } from "../platform/Errors.ts"
 
 export interface DirectoryPrincipal {
   readonly scimUserId: string
@@ -24,7 +24,7 @@ export interface PrincipalsService {
   readonly describe: (developerId: string, principalId: string) => Effect.Effect<DirectoryPrincipal | undefined>
   readonly isInactive: (developerId: string, principalId: string) => Effect.Effect<boolean>
   /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive */
-  readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, Forbidden>
+  readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
 }
 
 export class Principals extends Context.Tag("agent-auth/Principals")<Principals, PrincipalsService>() {}
@@ -42,7 +42,7 @@ export const PrincipalsLive = Layer.effect(
       )
     const requireActive = (developerId: string, principalId: string) =>
       Effect.flatMap(isInactive(developerId, principalId), (inactive) =>
-        inactive ? Effect.fail(err.forbidden("PRINCIPAL_INACTIVE", "The principal is deactivated in the directory")) : Effect.void)
+        inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void)
     const describe: PrincipalsService["describe"] = (developerId, principalId) =>
       Effect.gen(function*() {
         const [user] = yield* sql<{ id: string; userName: string; externalId: string | null; active: boolean }>`

@@ -15,7 +15,7 @@ import { Passkeys, PasskeysLive } from "../passkeys/Service.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { AuditedEvents } from "../platform/AuditedEvents.ts"
 import { Events } from "../platform/Events.ts"
-import { type BadRequest, type Conflict, err, type NotFound } from "../platform/Errors.ts"
+import { BadRequest, Conflict, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { GroupsLive } from "./Groups.ts"
@@ -162,7 +162,7 @@ export const DirectoryServiceLive = Layer.effect(
         if (next.principalIdAttribute !== current!.principalIdAttribute) {
           const [any] = yield* sql`SELECT 1 FROM scim_users WHERE developer_id = ${developerId} LIMIT 1`
           if (any !== undefined) {
-            return yield* Effect.fail(err.conflict("CONFLICT", "principalIdAttribute cannot change once users are provisioned"))
+            return yield* Effect.fail(new Conflict({ message: "principalIdAttribute cannot change once users are provisioned" }))
           }
         }
         yield* sql`UPDATE scim_settings SET principal_id_attribute = ${next.principalIdAttribute}, deprovision = ${next.deprovision},
@@ -175,12 +175,12 @@ export const DirectoryServiceLive = Layer.effect(
     const createToken: DirectoryService["createToken"] = (developerId, input) =>
       Effect.gen(function*() {
         const label = input.label.trim()
-        if (label.length < 1 || label.length > 100) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "label must be 1-100 characters"))
+        if (label.length < 1 || label.length > 100) return yield* Effect.fail(new BadRequest({ message: "label must be 1-100 characters" }))
         let ttl: number | undefined
         if (input.expiresIn !== undefined) {
           ttl = parseDuration(input.expiresIn, "smhd")
           if (ttl === undefined || ttl < 86_400 || ttl > 730 * 86_400) {
-            return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must be between 1d and 730d (e.g. 90d)"))
+            return yield* Effect.fail(new BadRequest({ message: "expiresIn must be between 1d and 730d (e.g. 90d)" }))
           }
         }
         const ms = yield* nowMillis
@@ -193,7 +193,7 @@ export const DirectoryServiceLive = Layer.effect(
           const [live] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM scim_tokens WHERE developer_id = ${developerId}
             AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${new Date(ms)})`
           if (Number(live!.n) >= MAX_LIVE_TOKENS) {
-            return yield* Effect.fail(err.conflict("CONFLICT", `At most ${MAX_LIVE_TOKENS} live SCIM tokens; delete one first`))
+            return yield* Effect.fail(new Conflict({ message: `At most ${MAX_LIVE_TOKENS} live SCIM tokens; delete one first` }))
           }
           yield* sql`INSERT INTO scim_tokens (id, developer_id, token_hash, label, created_at, expires_at)
                      VALUES (${id}, ${developerId}, ${sha256(token)}, ${label}, ${new Date(ms)}, ${expiresAt})`
@@ -216,7 +216,7 @@ export const DirectoryServiceLive = Layer.effect(
         const ms = yield* nowMillis
         const rows = yield* sql`UPDATE scim_tokens SET revoked_at = ${new Date(ms)}
                                 WHERE id = ${id} AND developer_id = ${developerId} AND revoked_at IS NULL RETURNING id`
-        if (rows.length === 0) return yield* Effect.fail(err.notFound("NOT_FOUND", "SCIM token not found"))
+        if (rows.length === 0) return yield* Effect.fail(new NotFound({ message: "SCIM token not found" }))
         yield* audit.append({ developerId, action: "service.scim.token_revoked", metadata: { tokenId: id } })
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 

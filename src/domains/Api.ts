@@ -15,7 +15,9 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadGateway, BadRequest, Conflict, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import {
+  ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, DnsUnavailable, DomainVerificationFailed, NotFound
+} from "../platform/Errors.ts"
 
 export const Domain = Schema.Struct({
   id: Schema.String,
@@ -44,6 +46,7 @@ export class DomainsApi extends HttpApiGroup.make("domains")
       .setPayload(Schema.Struct({ domain: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(300)) }))
       .addSuccess(CreatedDomain, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(Conflict)
   )
   .add(
@@ -52,8 +55,8 @@ export class DomainsApi extends HttpApiGroup.make("domains")
       .addSuccess(Domain)
       .addError(NotFound)
       .addError(Conflict)
-      .addError(Unprocessable)
-      .addError(BadGateway)
+      .addError(DomainVerificationFailed)
+      .addError(DnsUnavailable)
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/domains/:id")
@@ -61,6 +64,6 @@ export class DomainsApi extends HttpApiGroup.make("domains")
       .addSuccess(Schema.Void, { status: 204 })
       .addError(NotFound)
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}

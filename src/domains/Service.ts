@@ -8,7 +8,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { Config } from "../Config.ts"
-import { err, type BadGateway, type BadRequest, type Conflict, type NotFound, type Unprocessable } from "../platform/Errors.ts"
+import { BadRequest, Conflict, DnsUnavailable, DomainVerificationFailed, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { lookupTxt } from "./Dns.ts"
@@ -43,7 +43,7 @@ export interface DomainsService {
     },
     BadRequest | Conflict
   >
-  readonly verify: (developerId: string, id: string) => Effect.Effect<DomainView, NotFound | Conflict | Unprocessable | BadGateway>
+  readonly verify: (developerId: string, id: string) => Effect.Effect<DomainView, NotFound | Conflict | DomainVerificationFailed | DnsUnavailable>
   readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
   /** the developer's verified domains (for other capabilities, e.g. redirect URI checks) */
   readonly verifiedDomains: (developerId: string) => Effect.Effect<ReadonlyArray<string>>
@@ -53,7 +53,7 @@ export class Domains extends Context.Tag("agent-auth/Domains")<Domains, DomainsS
 
 const COLUMNS = "id, developer_id, domain, verification_token, verified_at, created_at"
 const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
-const notFound = () => err.notFound("NOT_FOUND", "Domain not found")
+const notFound = () => new NotFound({ message: "Domain not found" })
 
 export const DomainsServiceLive = Layer.effect(
   Domains,
@@ -71,11 +71,11 @@ export const DomainsServiceLive = Layer.effect(
       Effect.gen(function*() {
         const normalised = normaliseDomain(input)
         if (!normalised.ok) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", normalised.reason, [{ path: "domain", message: normalised.reason }]))
+          return yield* Effect.fail(new BadRequest({ message: normalised.reason, details: [{ path: "domain", message: normalised.reason }] }))
         }
         const domain = normalised.domain
         const taken = yield* sql`SELECT 1 FROM domains WHERE domain = ${domain} AND verified_at IS NOT NULL AND developer_id <> ${developerId}`
-        if (taken.length > 0) return yield* Effect.fail(err.conflict("CONFLICT", "This domain is verified by another account"))
+        if (taken.length > 0) return yield* Effect.fail(new Conflict({ message: "This domain is verified by another account" }))
         const ms = yield* nowMillis
         const token = randomBytes(24).toString("base64url")
         const rows = yield* sql.unsafe<DomainRow>(
@@ -85,7 +85,7 @@ export const DomainsServiceLive = Layer.effect(
            RETURNING ${COLUMNS}`,
           [newId("dom", ms), developerId, domain, token, new Date(ms)]
         )
-        if (rows.length === 0) return yield* Effect.fail(err.conflict("CONFLICT", "This domain is already added"))
+        if (rows.length === 0) return yield* Effect.fail(new Conflict({ message: "This domain is already added" }))
         const row = rows[0]!
         const name = challengeName(domain)
         const value = challengeValue(token)
@@ -112,20 +112,20 @@ export const DomainsServiceLive = Layer.effect(
         const expected = challengeValue(row.verificationToken)
         const lookup = yield* lookupTxt(name, config.dnsResolver)
         if (lookup._tag === "Failed") {
-          return yield* Effect.fail(err.badGateway("DNS_UNAVAILABLE", `The DNS lookup of ${name} failed (${lookup.reason}); try again`))
+          return yield* Effect.fail(new DnsUnavailable({ message: `The DNS lookup of ${name} failed (${lookup.reason}); try again` }))
         }
         if (lookup._tag === "Missing" || lookup.records.length === 0) {
-          return yield* Effect.fail(err.unprocessable("VERIFICATION_FAILED", `No TXT record found at ${name}`))
+          return yield* Effect.fail(new DomainVerificationFailed({ message: `No TXT record found at ${name}` }))
         }
         if (!lookup.records.some((value) => value.trim() === expected)) {
-          return yield* Effect.fail(err.unprocessable("VERIFICATION_FAILED", `The TXT record at ${name} does not hold the expected value`))
+          return yield* Effect.fail(new DomainVerificationFailed({ message: `The TXT record at ${name} does not hold the expected value` }))
         }
         const ms = yield* nowMillis
         const updated = yield* sql.unsafe<DomainRow>(
           `UPDATE domains SET verified_at = COALESCE(verified_at, $3) WHERE id = $1 AND developer_id = $2 RETURNING ${COLUMNS}`,
           [id, developerId, new Date(ms)]
         ).pipe(
-          Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "This domain is verified by another account")))
+          Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "This domain is verified by another account" })))
         )
         if (updated[0] === undefined) return yield* Effect.fail(notFound())
         return domainView(updated[0])

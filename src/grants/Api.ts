@@ -3,7 +3,10 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Forbidden, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, DelegationDepthExceeded, InvalidScopes, InvalidToken,
+  NotFound, ScopeEscalation
+} from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const GrantView = Schema.Struct({
@@ -58,9 +61,14 @@ export class GrantsApi extends HttpApiGroup.make("grants")
         grantId: Schema.String
       }), { status: 201 })
       .addError(BadRequest)
-      .addError(Forbidden)
-      .addError(Unprocessable)
+      .addError(InvalidToken)
+      .addError(BodyErrors)
       .addError(NotFound)
+      .addError(AgentNotFound)
+      .addError(AgentSuspended)
+      .addError(ScopeEscalation)
+      .addError(DelegationDepthExceeded)
+      .addError(InvalidScopes)
   )
   .add(
     HttpApiEndpoint.post("verify", "/v1/tokens/verify")
@@ -77,14 +85,16 @@ export class GrantsApi extends HttpApiGroup.make("grants")
         })
       ))
       .addError(BadRequest)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.post("revokeToken", "/v1/tokens/revoke")
       .setPayload(Schema.Struct({ jti: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)) }))
       .addSuccess(Schema.Void, { status: 204 })
-      .addError(NotFound)
+      .addError(BadRequest)
+      .addError(BodyErrors)
       .annotate(RatePolicy, { developerBudget: "containment" })
   )
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

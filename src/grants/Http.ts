@@ -5,11 +5,11 @@ import { Agents } from "../agents/Service.ts"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { AgentNotFound, AgentSuspended, BadRequest, DelegationDepthExceeded, InvalidScopes, InvalidToken, NotFound, ScopeEscalation } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
-import { Grants, type GrantRecord, grantView } from "./Service.ts"
+import { Grants, type GrantRecord, grantView, MAX_GRANT_TTL_SECONDS } from "./Service.ts"
 
 const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
   revoked_at, parent_grant_id, delegation_depth, created_at`
@@ -56,14 +56,14 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const grant = yield* grants.find(developer.id, path.id)
-          if (grant === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+          if (grant === undefined) return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
           return grantView(grant, yield* nowMillis)
         }))
       .handle("revoke", ({ path }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const revoked = yield* grants.revoke(developer.id, path.id)
-          if (revoked === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Grant not found"))
+          if (revoked === undefined) return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
           return HttpServerResponse.empty({ status: 204 })
         }))
       .handle("delegate", ({ payload }) =>
@@ -71,42 +71,43 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           const developer = yield* CurrentDeveloper
           const ms = yield* nowMillis
           const claims = yield* keys.verify(payload.parentGrantToken, Math.floor(ms / 1000)).pipe(
-            Effect.mapError(() => err.badRequest("INVALID_TOKEN", "parentGrantToken is not a valid grant token"))
+            Effect.mapError(() => new InvalidToken({ message: "parentGrantToken is not a valid grant token" }))
           )
-          if (claims.dev !== developer.id) return yield* Effect.fail(err.notFound("NOT_FOUND", "Parent grant not found"))
+          if (claims.dev !== developer.id) return yield* Effect.fail(new NotFound({ message: "Parent grant not found" }))
           const status = yield* grants.tokenStatus(claims)
-          if (status !== "active") return yield* Effect.fail(err.badRequest("INVALID_TOKEN", `parentGrantToken is ${status}`))
+          if (status !== "active") return yield* Effect.fail(new InvalidToken({ message: `parentGrantToken is ${status}` }))
           const parent = (yield* grants.find(developer.id, claims.grnt))!
           const subAgent = yield* agents.find(developer.id, payload.subAgentId)
-          if (subAgent === undefined) return yield* Effect.fail(err.notFound("AGENT_NOT_FOUND", "Sub-agent not found"))
-          if (subAgent.status !== "active") return yield* Effect.fail(err.forbidden("AGENT_SUSPENDED", "Sub-agent is suspended"))
-          if (payload.scopes.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "scopes must not be empty"))
+          if (subAgent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Sub-agent not found" }))
+          if (subAgent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Sub-agent is suspended" }))
+          if (payload.scopes.length === 0) return yield* Effect.fail(new BadRequest({ message: "scopes must not be empty" }))
           const escalated = payload.scopes.filter((s) => !parent.scopes.includes(s))
           if (escalated.length > 0) {
-            return yield* Effect.fail(err.forbidden("SCOPE_ESCALATION", `Scopes not held by the parent grant: ${escalated.join(", ")}`))
+            return yield* Effect.fail(new ScopeEscalation({ message: `Scopes not held by the parent grant: ${escalated.join(", ")}` }))
           }
           // an agent's scopes are its registered scopes (decisions §3), for a sub-agent as for authorize
           const unregistered = payload.scopes.filter((s) => !subAgent.scopes.includes(s))
           if (unregistered.length > 0) {
-            return yield* Effect.fail(err.unprocessable("INVALID_SCOPES", `Scopes not registered for the sub-agent: ${unregistered.join(", ")}`))
+            return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the sub-agent: ${unregistered.join(", ")}` }))
           }
           const depth = parent.delegationDepth + 1
           if (depth > config.maxDelegationDepth) {
-            return yield* Effect.fail(err.forbidden("DELEGATION_DEPTH_EXCEEDED", `Delegation deeper than ${config.maxDelegationDepth} levels`))
+            return yield* Effect.fail(new DelegationDepthExceeded({ message: `Delegation deeper than ${config.maxDelegationDepth} levels` }))
           }
           // never beyond the parent's expiry: its grant's, nor the token presented (a one-hour token
           // must not mint a child that outlives it by a day)
           let expiresAt = new Date(Math.min(parent.expiresAt.getTime(), claims.exp * 1000))
           if (payload.expiresIn !== undefined) {
             const seconds = parseDuration(payload.expiresIn)
-            if (seconds === undefined) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "expiresIn must look like 90s, 15m, 24h or 7d"))
+            if (seconds === undefined) return yield* Effect.fail(new BadRequest({ message: "expiresIn must look like 90s, 15m, 24h or 7d" }))
+            if (seconds > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(new BadRequest({ message: "expiresIn may be at most 366 days" }))
             expiresAt = new Date(Math.min(expiresAt.getTime(), ms + seconds * 1000))
           }
           const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {
             // The parent is locked and checked again: a revocation that locked it first wins (this
             // answers revoked), and one that comes after finds the child under it and revokes it too.
             const [current] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${parent.id} FOR UPDATE`
-            if (current?.status !== "active") return yield* Effect.fail(err.badRequest("INVALID_TOKEN", "parentGrantToken is revoked"))
+            if (current?.status !== "active") return yield* Effect.fail(new InvalidToken({ message: "parentGrantToken is revoked" }))
             const grant = yield* grants.create({
               developerId: developer.id,
               agentId: subAgent.id,

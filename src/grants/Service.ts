@@ -47,6 +47,9 @@ export interface IssuedToken {
   readonly expiresAt: Date
 }
 
+/** A grant lifetime (`expiresIn`) may be at most 366 days (decisions §19). */
+export const MAX_GRANT_TTL_SECONDS = 366 * 86400
+
 export type TokenStatus = "active" | "revoked" | "expired" | "unknown"
 
 /** The public shape of a grant (GET /v1/grants/:id). */
@@ -81,8 +84,13 @@ export interface GrantsService {
    */
   readonly revoke: (developerId: string, grantId: string) => Effect.Effect<ReadonlyArray<string> | undefined>
   /**
-   * Revokes every active grant of a principal (SCIM deprovisioning, decisions §11) through `revoke`,
-   * in the caller's transaction. Returns the ids revoked.
+   * Revokes each grant and its descendants (as `revoke`) in one transaction: an agent's consent
+   * bundles when it is suspended or deleted. Grants that are not the developer's are skipped.
+   */
+  readonly revokeMany: (developerId: string, grantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * Revokes every active grant of a principal (SCIM deprovisioning, decisions §11) as `revokeMany`,
+   * in the caller's transaction. Returns the ids that were active and are now revoked.
    */
   readonly revokePrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
   /** online check of verified token claims: grant active and unexpired, token not revoked */
@@ -94,7 +102,8 @@ export interface GrantsService {
 /**
  * What the online check of a grant token reads: its grant's status, expiry and developer, the
  * token's revocation, and the status of the grant's agent (a suspended or deleted agent's tokens
- * stop working at once, and work again if it is set active again).
+ * stop working at once, and work again if it is set active again). A delegated grant's
+ * `agentStatus` is `suspended` when any agent it descends from is not active (decisions §19).
  */
 export interface TokenRow {
   readonly status: string
@@ -112,6 +121,16 @@ export const tokenStatusOf = (claims: GrantTokenClaims, row: TokenRow | undefine
   if (row.expiresAt.getTime() <= ms) return "expired"
   return "active"
 }
+
+/**
+ * The `agent_status` column of the online check, for grant alias `g` and its agent `a`: the agent's
+ * own status, or `suspended` when an agent the grant was delegated from is not active (a deleted
+ * agent is suspended for good). One indexed probe of at most MAX_DELEGATION_DEPTH ids, and none
+ * for a grant that was not delegated.
+ */
+export const AGENT_STATUS_SQL = `CASE WHEN cardinality(g.ancestor_agent_ids) = 0 THEN a.status
+  WHEN EXISTS (SELECT 1 FROM agents x WHERE x.id = ANY(g.ancestor_agent_ids) AND x.status <> 'active') THEN 'suspended'
+  ELSE a.status END AS agent_status`
 
 export class Grants extends Context.Tag("agent-auth/Grants")<Grants, GrantsService>() {}
 
@@ -134,8 +153,9 @@ export const GrantsServiceLive = Layer.effect(
         const id = newId("grnt", ms)
         const rows = yield* sql.unsafe<GrantRecord>(
           `INSERT INTO grants (id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
-             parent_grant_id, delegation_depth, created_at)
-           VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $7)
+             parent_grant_id, delegation_depth, created_at, ancestor_agent_ids)
+           VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $7,
+             COALESCE((SELECT p.ancestor_agent_ids || p.agent_id FROM grants p WHERE p.id = $9), '{}'))
            RETURNING ${GRANT_COLUMNS}`,
           [id, input.developerId, input.agentId, input.principalId, [...input.scopes] as any, input.audience ?? null, at,
             input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0]
@@ -193,23 +213,23 @@ export const GrantsServiceLive = Layer.effect(
         Effect.orDie
       )
 
-    const readTree = (developerId: string, grantId: string) =>
+    const readTree = (developerId: string, grantIds: ReadonlyArray<string>) =>
       sql<{ id: string; parentGrantId: string | null; status: string }>`
         WITH RECURSIVE tree AS (
-          SELECT id, parent_grant_id, status FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}
+          SELECT id, parent_grant_id, status FROM grants WHERE id IN ${sql.in(grantIds)} AND developer_id = ${developerId}
           UNION ALL
           SELECT g.id, g.parent_grant_id, g.status FROM grants g JOIN tree t ON g.parent_grant_id = t.id
         )
         SELECT id, parent_grant_id, status FROM tree`
 
-    const revoke = (developerId: string, grantId: string) =>
+    const revokeTrees = (developerId: string, grantIds: ReadonlyArray<string>) =>
       sql.withTransaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const at = new Date(ms)
         // Lock the whole tree (root and every descendant) before changing it. A delegation commits its
         // child while holding its parent's lock, so once every grant read is locked no child can be
         // added under them; the tree is read again until no new one appears.
-        let tree = yield* readTree(developerId, grantId)
+        let tree = yield* readTree(developerId, grantIds)
         if (tree.length === 0) return undefined
         for (let locked = 0; tree.length > locked;) {
           const ids = tree.map((g) => g.id)
@@ -217,7 +237,7 @@ export const GrantsServiceLive = Layer.effect(
           yield* sql`SELECT id FROM consent_bundles WHERE grant_id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
           yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
           locked = ids.length
-          tree = yield* readTree(developerId, grantId)
+          tree = yield* readTree(developerId, grantIds)
         }
         const ids = tree.map((g) => g.id)
         const newlyRevoked = new Set(tree.filter((g) => g.status === "active").map((g) => g.id))
@@ -242,12 +262,24 @@ export const GrantsServiceLive = Layer.effect(
         return ids
       })).pipe(Effect.orDie)
 
+    const revoke = (developerId: string, grantId: string) => revokeTrees(developerId, [grantId])
+
+    // in slices, so no statement carries more ids than a query may have parameters
+    const revokeMany = (developerId: string, grantIds: ReadonlyArray<string>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const out: Array<string> = []
+        for (let i = 0; i < grantIds.length; i += 500) {
+          out.push(...((yield* revokeTrees(developerId, grantIds.slice(i, i + 500))) ?? []))
+        }
+        return out
+      })).pipe(Effect.orDie)
+
     // Online checks of concurrent requests share one query (batched by the coalescer): the hot
     // path of token verification and vault exchange pays a fraction of a round trip each.
     const lookupTokens = makeCoalescer<{ grnt: string; jti: string }, TokenRow | undefined>(
       (keys) =>
         sql.unsafe<TokenRow & { grnt: string; jti: string }>(
-          `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at, a.status AS agent_status
+          `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at, ${AGENT_STATUS_SQL}
            FROM unnest($1::text[], $2::text[]) AS k(grnt, jti)
            JOIN grants g ON g.id = k.grnt
            LEFT JOIN grant_tokens t ON t.jti = k.jti
@@ -283,17 +315,11 @@ export const GrantsServiceLive = Layer.effect(
         const rows = yield* sql<{ id: string }>`SELECT id FROM grants WHERE developer_id = ${developerId} AND principal_id = ${principalId}
                                                 AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
         const active = new Set(rows.map((r) => r.id))
-        const revoked = new Set<string>()
-        for (const id of active) {
-          // a grant already revoked as another's descendant in this loop needs no second call
-          if (revoked.has(id)) continue
-          // revoke answers the whole tree; only grants active before count as revoked here
-          for (const treeId of (yield* revoke(developerId, id)) ?? []) if (active.has(treeId)) revoked.add(treeId)
-        }
-        return [...revoked]
+        // revokeMany answers whole trees; only grants active before count as revoked here
+        return (yield* revokeMany(developerId, [...active])).filter((id) => active.has(id))
       })
 
-    return { agentDid, create, issueToken, find, revoke, revokePrincipal, tokenStatus, revokeToken }
+    return { agentDid, create, issueToken, find, revoke, revokeMany, revokePrincipal, tokenStatus, revokeToken }
   })
 )
 

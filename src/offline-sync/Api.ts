@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, NotFound, PayloadTooLarge, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BodyErrors, BundleNotFound, InvalidRequest } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const SyncResult = Schema.Struct({
@@ -19,11 +19,11 @@ export class OfflineSyncApi extends HttpApiGroup.make("offlineSync")
       // Checked by hand (decisions §5): the entry count is refused with 413 before the entries are validated.
       .setPayload(Schema.Unknown.annotations({ description: "{ bundleId: string, entries: SignedAuditEntry[] (at most 1000) }" }))
       .addSuccess(SyncResult)
-      .addError(BadRequest)
-      .addError(NotFound)
-      .addError(PayloadTooLarge)
+      .addError(InvalidRequest)
+      .addError(BodyErrors)
+      .addError(BundleNotFound)
       .middleware(Authentication)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .annotate(RatePolicy, { routeLimit: 20, routeKey: "apiKey" })
   )
 {}

@@ -14,8 +14,8 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
-import { canonicalInput, canonicalInputWithMetadata, RESULTS } from "../offline/canonical.ts"
-import { err, type BadRequest, type NotFound, type PayloadTooLarge } from "../platform/Errors.ts"
+import { canonicalInput, canonicalInputWithMetadata, delimiterFault, MAX_METADATA_BYTES, RESULTS, utf8Length } from "../offline/canonical.ts"
+import { BundleNotFound, InvalidRequest, PayloadTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { metadataAsSent } from "./MetadataAsSent.ts"
 import { Verifier, VerifierLive } from "./Verifier.ts"
@@ -44,18 +44,18 @@ export interface SyncResult {
   readonly errors: Array<{ seq: number; code: string; message: string }>
 }
 
-const invalid = (message: string) => err.badRequest("INVALID_REQUEST", message)
+const invalid = (message: string) => new InvalidRequest({ message: message })
 
 const STRING_FIELDS = ["timestamp", "action", "agentDID", "grantId", "result", "prevHash", "hash", "signature"] as const
 
 /** Shape checks of decisions §5 step 1; the first problem is reported with its path. */
-export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entries: ReadonlyArray<SignedEntry> }, BadRequest | PayloadTooLarge> => {
+export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entries: ReadonlyArray<SignedEntry> }, InvalidRequest | PayloadTooLarge> => {
   if (body === null || typeof body !== "object" || Array.isArray(body)) return Effect.fail(invalid("Body must be a JSON object"))
   const { bundleId, entries } = body as { bundleId?: unknown; entries?: unknown }
   if (typeof bundleId !== "string" || bundleId.length === 0) return Effect.fail(invalid("bundleId is required"))
   if (!Array.isArray(entries)) return Effect.fail(invalid("entries must be an array"))
   if (entries.length > MAX_ENTRIES) {
-    return Effect.fail(err.payloadTooLarge("PAYLOAD_TOO_LARGE", `At most ${MAX_ENTRIES} entries per sync request`))
+    return Effect.fail(new PayloadTooLarge({ message: `At most ${MAX_ENTRIES} entries per sync request` }))
   }
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i] as Record<string, unknown>
@@ -72,6 +72,9 @@ export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entr
     if (e.metadata !== undefined && (e.metadata === null || typeof e.metadata !== "object" || Array.isArray(e.metadata))) {
       return Effect.fail(invalid(`entries[${i}].metadata must be an object when present`))
     }
+    if (e.metadata !== undefined && utf8Length(JSON.stringify(e.metadata)) > MAX_METADATA_BYTES) {
+      return Effect.fail(invalid(`entries[${i}].metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`))
+    }
     if (!(RESULTS as ReadonlyArray<string>).includes(e.result as string)) {
       return Effect.fail(invalid(`entries[${i}].result must be one of ${RESULTS.join(", ")}`))
     }
@@ -83,7 +86,7 @@ const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").di
 
 export interface OfflineSyncService {
   /** `rawBody`, the request text, lets metadata be hashed in its written key order (decisions §5) */
-  readonly sync: (developerId: string, body: unknown, rawBody?: string) => Effect.Effect<SyncResult, BadRequest | PayloadTooLarge | NotFound>
+  readonly sync: (developerId: string, body: unknown, rawBody?: string) => Effect.Effect<SyncResult, InvalidRequest | PayloadTooLarge | BundleNotFound>
 }
 
 export class OfflineSync extends Context.Tag("agent-auth/OfflineSync")<OfflineSync, OfflineSyncService>() {}
@@ -103,6 +106,7 @@ interface Judgement {
 const judge = (
   entries: ReadonlyArray<SignedEntry>,
   hashOk: ReadonlyArray<boolean>,
+  faults: ReadonlyArray<string | undefined>,
   signatureOk: Uint8Array | undefined,
   existing: ReadonlyArray<{ seq: string; hash: string }>,
   storedHead: { readonly seq: number; readonly hash: string }
@@ -120,7 +124,7 @@ const judge = (
       if (stored === e.hash) accepted++
       else errors.push({ seq: e.seq, code: "DUPLICATE_SEQ", message: `Sequence number ${e.seq} already exists with a different hash` })
     } else if (!hashOk[i]) {
-      errors.push({ seq: e.seq, code: "INVALID_HASH", message: "Recomputed hash differs from hash" })
+      errors.push({ seq: e.seq, code: "INVALID_HASH", message: faults[i] ?? "Recomputed hash differs from hash" })
     } else if (signatureOk !== undefined && signatureOk[i] !== 1) {
       errors.push({ seq: e.seq, code: "INVALID_SIGNATURE", message: "Signature does not verify against the bundle's audit key" })
     } else if (e.seq !== prev.seq + 1) {
@@ -182,7 +186,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           SELECT k.public_key_pem FROM consent_bundle_audit_keys k JOIN consent_bundles b ON b.id = k.bundle_id
           WHERE b.id = ${bundleId} AND b.developer_id = ${developerId}
           ORDER BY k.generation DESC LIMIT 2`.pipe(Effect.orDie)
-        if (keyRows.length === 0) return yield* Effect.fail(err.notFound("BUNDLE_NOT_FOUND", "Consent bundle not found"))
+        if (keyRows.length === 0) return yield* Effect.fail(new BundleNotFound({ message: "Consent bundle not found" }))
 
         // Signatures are checked on the verifier pool (over the claimed hashes) while the hashes are
         // recomputed here and the transaction below takes the lock, reads what is stored and
@@ -192,14 +196,16 @@ export const OfflineSyncServiceLive = Layer.effect(
           entries.map((e) => e.signature),
           keyRows.map((k) => k.publicKeyPem)
         )
-        const hashOk = entries.map((e) => sha256Hex(canonicalInput(e)) === e.hash)
+        // an entry whose fields hold a delimiter has no unique hash input: INVALID_HASH whatever its hash
+        const faults = entries.map(delimiterFault)
+        const hashOk = entries.map((e, i) => faults[i] === undefined && sha256Hex(canonicalInput(e)) === e.hash)
         // An entry whose metadata has keys JSON.parse moves (integer-like ones) is hashed again over
         // its metadata in written order; only such entries pay for the second reading of the body.
         const metadataText: Array<string | undefined> = []
         let asSent: Array<string | undefined> | undefined | null = null
         for (let i = 0; i < entries.length; i++) {
           const e = entries[i]!
-          if (hashOk[i] || e.metadata === undefined || rawBody === undefined) continue
+          if (hashOk[i] || faults[i] !== undefined || e.metadata === undefined || rawBody === undefined) continue
           asSent ??= metadataAsSent(rawBody)
           const text = asSent?.[i]
           if (text === undefined || text === JSON.stringify(e.metadata)) continue
@@ -235,7 +241,7 @@ export const OfflineSyncServiceLive = Layer.effect(
           const storedHead = { seq: Number(bundle!.headSeq), hash: bundle!.headHash }
           // The entries are stored while their signatures are still being checked, judged as if every
           // signature holds (the usual case); the database writes overlap the verification.
-          const hoped = judge(entries, hashOk, undefined, existing, storedHead)
+          const hoped = judge(entries, hashOk, faults, undefined, existing, storedHead)
           const at = new Date(ms)
           yield* storeEntries(bundleId, developerId, at, hoped, metadataText)
           const signatureOk = yield* verification
@@ -245,7 +251,7 @@ export const OfflineSyncServiceLive = Layer.effect(
             // checks decides each entry's code, and a rejected entry changes what later entries of
             // the batch are compared with). Rows stored in hope, all new under the bundle's lock,
             // are replaced by the right ones when the two judgements differ.
-            outcome = judge(entries, hashOk, signatureOk, existing, storedHead)
+            outcome = judge(entries, hashOk, faults, signatureOk, existing, storedHead)
             const sameRows = outcome.toStore.length === hoped.toStore.length &&
               outcome.toStore.every((e, n) => e.index === hoped.toStore[n]!.index)
             if (!sameRows) {

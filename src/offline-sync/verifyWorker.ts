@@ -1,7 +1,7 @@
 /**
  * Worker thread of the signature verifier: Ed25519 checks of offline audit entries, off the HTTP
- * thread. Receives { id, messages, signatures, keys } and answers { id, results } (1 = verified by
- * one of the keys).
+ * thread. Says { ready: true } once loaded (the pool sends it nothing before), then receives
+ * { id, messages, signatures, keys } and answers { id, results } (1 = verified by one of the keys).
  */
 import { verifyBatch } from "./verifyCore.ts"
 
@@ -12,3 +12,4 @@ self.onmessage = (event: MessageEvent) => {
   const results = verifyBatch(messages, signatures, keys)
   self.postMessage({ id, results }, [results.buffer])
 }
+self.postMessage({ ready: true })

@@ -37,3 +37,38 @@ export const canonicalInputWithMetadata = (e: EntryFields, metadataText: string)
   ].join("|")
 
 export const RESULTS = ["success", "auth_failure", "scope_violation", "execution_error"] as const
+
+/** Offline entry metadata: at most this many UTF-8 bytes of its JSON text (decisions §19). */
+export const MAX_METADATA_BYTES = 16 * 1024
+
+/** UTF-8 length of a string without platform APIs (a lone surrogate counts as U+FFFD, 3 bytes). */
+export const utf8Length = (text: string): number => {
+  let n = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4
+      i++
+    } else n += 3
+  }
+  return n
+}
+
+/**
+ * Why the canonical input of these fields would not be unique, or undefined when it is. The input is
+ * not escaped (devices must keep producing it byte for byte), so a `|` inside a joined field, or a
+ * `,` or `|` inside a scope, would let two different entries share one hash and one signature
+ * (decisions §19). An empty scope is refused for the same reason ([] and [""] join alike). The
+ * metadata text may hold `|`: every field after it is free of one, so the split stays unique.
+ */
+export const delimiterFault = (e: Omit<EntryFields, "metadata" | "seq">): string | undefined => {
+  for (const field of ["timestamp", "action", "agentDID", "grantId", "result", "prevHash"] as const) {
+    if (e[field].includes("|")) return `${field} must not contain "|"`
+  }
+  for (const scope of e.scopes) {
+    if (scope === "" || scope.includes(",") || scope.includes("|")) return `scopes must be non-empty and contain neither "," nor "|"`
+  }
+  return undefined
+}

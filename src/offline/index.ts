@@ -9,9 +9,9 @@
 import { ed25519 } from "@noble/curves/ed25519.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex, hexToBytes, utf8ToBytes } from "@noble/hashes/utils.js"
-import { canonicalInput, GENESIS_HASH } from "./canonical.ts"
+import { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES, utf8Length } from "./canonical.ts"
 
-export { canonicalInput, GENESIS_HASH } from "./canonical.ts"
+export { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES } from "./canonical.ts"
 
 export interface Jwk {
   readonly kty: string
@@ -55,6 +55,30 @@ export interface SyncResult {
   readonly revocationStatus: "active" | "revoked"
   readonly revokedAt: string | null
   readonly errors: ReadonlyArray<{ readonly seq: number; readonly code: string; readonly message: string }>
+}
+
+/** What `OfflineAgent.sync` did with one batch. */
+export type SyncOutcome =
+  | { readonly outcome: "synced" | "wiped"; readonly result: SyncResult }
+  | { readonly outcome: "kept"; readonly reason: string; readonly httpStatus?: number; readonly retryAfterSeconds?: number }
+
+const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0
+
+/** Why `answer` is not a SyncResult for `batch`, or undefined when it is one that accounts for it. */
+export const syncResultProblem = (batch: ReadonlyArray<SignedAuditEntry>, answer: unknown): string | undefined => {
+  if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return "the answer is not a SyncResult"
+  const r = answer as Record<string, unknown>
+  if (typeof r.code === "string") return `the server answered ${r.code}`
+  if (!isCount(r.accepted) || !isCount(r.rejected) || !Array.isArray(r.errors) ||
+    (r.revocationStatus !== "active" && r.revocationStatus !== "revoked") || (r.revokedAt !== null && typeof r.revokedAt !== "string")) {
+    return "the answer is not a SyncResult"
+  }
+  const sent = new Set(batch.map((e) => e.seq))
+  const errorsOk = r.errors.length === r.rejected && r.errors.every((x) =>
+    x !== null && typeof x === "object" && sent.has((x as { seq?: unknown }).seq as number) && typeof (x as { code?: unknown }).code === "string"
+  )
+  if (!errorsOk || r.accepted + r.rejected !== batch.length) return "the SyncResult does not account for the sent batch"
+  return undefined
 }
 
 export interface GrantClaims {
@@ -166,6 +190,8 @@ export class OfflineAgent {
     private readonly now: () => number
   ) {}
 
+  private problem: string | null = null
+
   /** Loads a freshly created bundle; fails when its grant token does not verify offline. */
   static async load(bundle: ConsentBundle, options: { now?: () => number } = {}): Promise<OfflineAgent> {
     const now = options.now ?? Date.now
@@ -195,9 +221,16 @@ export class OfflineAgent {
     return verifyGrantToken(this.bundle, this.now())
   }
 
-  /** Appends a signed entry chained to the previous one. */
+  /**
+   * Appends a signed entry chained to the previous one. Throws, recording nothing, for an entry the
+   * service would refuse: a delimiter inside a field (its hash input would not be unique) or
+   * metadata over 16 KiB of JSON.
+   */
   record(action: string, result: EntryResult, metadata?: Record<string, unknown>): SignedAuditEntry {
     if (this.bundle === null || this.claims === null) throw new Error("no usable consent bundle")
+    if (metadata !== undefined && utf8Length(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
+      throw new Error(`metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`)
+    }
     const fields = {
       seq: this.seq + 1,
       timestamp: new Date(this.now()).toISOString(),
@@ -209,6 +242,8 @@ export class OfflineAgent {
       ...(metadata !== undefined ? { metadata } : {}),
       prevHash: this.lastHash
     }
+    const fault = delimiterFault(fields)
+    if (fault !== undefined) throw new Error(`entry not recorded: ${fault}`)
     const hash = hashEntry(fields)
     const signature = bytesToHex(ed25519.sign(utf8ToBytes(hash), ed25519SeedFromPkcs8(this.bundle.offlineAuditKey.privateKey)))
     const entry: SignedAuditEntry = { ...fields, hash, signature }
@@ -233,12 +268,21 @@ export class OfflineAgent {
   }
 
   /**
-   * Applies the server's answer to a batch (interface rule 5): the sent entries are synced and leave
-   * the queue (an entry the server rejected would only be rejected again; `result.errors` says which
-   * and why); on `revoked` the agent stops and wipes the bundle (token and private key), keeping
-   * nothing it could act with.
+   * Applies the server's answer to a batch (interface rule 5). Only a SyncResult that accounts for
+   * every sent entry (accepted + rejected = the batch, each error naming one of its seqs) removes
+   * them from the queue: rejected ones too, as the server would only reject them again
+   * (`result.errors` says which and why). Anything else (an error body, a body of another shape, a
+   * result for another batch) keeps the queue: "kept", and `lastSyncProblem` says why. On
+   * `revoked` the agent stops and wipes the bundle (token and private key).
    */
-  applySyncResult(batch: ReadonlyArray<SignedAuditEntry>, result: SyncResult): "synced" | "wiped" {
+  applySyncResult(batch: ReadonlyArray<SignedAuditEntry>, answer: unknown): "synced" | "wiped" | "kept" {
+    const problem = syncResultProblem(batch, answer)
+    if (problem !== undefined) {
+      this.problem = problem
+      return "kept"
+    }
+    const result = answer as SyncResult
+    this.problem = null
     const sent = new Set(batch.map((e) => e.seq))
     this.queue = this.queue.filter((e) => !sent.has(e.seq))
     if (result.revocationStatus === "revoked") {
@@ -247,6 +291,62 @@ export class OfflineAgent {
       return "wiped"
     }
     return "synced"
+  }
+
+  /** Why the last answer given to `applySyncResult` (or `sync`) kept the queue; null after a sync. */
+  get lastSyncProblem(): string | null {
+    return this.problem
+  }
+
+  /**
+   * Sends one batch to the bundle's sync endpoint and applies the answer. Never throws for the
+   * network or the server: a refused, dropped or timed-out connection, a non-200 answer (its code,
+   * and Retry-After on 429) or a body that is not a SyncResult keep the queue and say why.
+   */
+  async sync(
+    batch: ReadonlyArray<SignedAuditEntry>,
+    options: { readonly apiKey: string; readonly fetch?: typeof fetch; readonly timeoutMs?: number }
+  ): Promise<SyncOutcome> {
+    const kept = (reason: string, extra: { httpStatus?: number; retryAfterSeconds?: number } = {}): SyncOutcome => {
+      this.problem = reason
+      return { outcome: "kept", reason, ...extra }
+    }
+    if (this.bundle === null) return kept("bundle wiped")
+    const doFetch = options.fetch ?? fetch
+    const abort = new AbortController()
+    const timer = setTimeout(() => abort.abort(), options.timeoutMs ?? 30_000)
+    let status: number
+    let text: string
+    let retryAfter: string | null
+    try {
+      const response = await doFetch(this.bundle.syncEndpoint, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${options.apiKey}` },
+        body: JSON.stringify(this.syncRequest(batch)),
+        signal: abort.signal
+      })
+      status = response.status
+      retryAfter = response.headers.get("retry-after")
+      text = await response.text()
+    } catch (e) {
+      return kept(abort.signal.aborted ? "no answer in time" : `network error: ${e instanceof Error ? e.message : String(e)}`)
+    } finally {
+      clearTimeout(timer)
+    }
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      body = undefined
+    }
+    if (status !== 200) {
+      const code = typeof (body as { code?: unknown })?.code === "string" ? ` ${(body as { code: string }).code}` : ""
+      const seconds = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : undefined
+      return kept(`HTTP ${status}${code}`, { httpStatus: status, ...(seconds !== undefined ? { retryAfterSeconds: seconds } : {}) })
+    }
+    const outcome = this.applySyncResult(batch, body)
+    if (outcome === "kept") return kept(this.problem!, { httpStatus: status })
+    return { outcome, result: body as SyncResult }
   }
 
   /** After POST /v1/consent-bundles/:id/refresh: new token and key; the chain carries on. */

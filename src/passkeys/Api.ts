@@ -20,7 +20,10 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized, Unprocessable } from "../platform/Errors.ts"
+import {
+  AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, CredentialNotAllowed, FidoRequired, Gone, InvalidChallenge,
+  NoCredentials, NotFound, PasskeyVerificationFailed, PrincipalInactive, RequestNotPending
+} from "../platform/Errors.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const B64 = Schema.String.pipe(Schema.maxLength(16_384))
@@ -95,6 +98,7 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .setPayload(Schema.Struct({ principalId: Id }))
       .addSuccess(Options)
       .addError(BadRequest)
+      .addError(BodyErrors)
   )
   .add(
     HttpApiEndpoint.post("registerVerify", "/v1/webauthn/register/verify")
@@ -105,6 +109,9 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       }))
       .addSuccess(PasskeyCredential, { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
+      .addError(InvalidChallenge)
+      .addError(PasskeyVerificationFailed)
       .addError(Conflict)
   )
   .add(
@@ -124,20 +131,26 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .setPayload(Schema.Struct({ authRequestId: Id }))
       .addSuccess(Options)
       .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
-      .addError(Unprocessable)
+      .addError(NoCredentials)
   )
   .add(
     HttpApiEndpoint.post("assertVerify", "/v1/webauthn/assert/verify")
       .setPayload(Schema.Struct({ challengeId: Id, response: AuthenticationResponse }))
       .addSuccess(AssertionResult)
       .addError(BadRequest)
-      .addError(Forbidden)
+      .addError(BodyErrors)
+      .addError(InvalidChallenge)
+      .addError(PasskeyVerificationFailed)
+      .addError(CredentialNotAllowed)
+      .addError(RequestNotPending)
       .addError(NotFound)
-      .addError(Conflict)
       .addError(Gone)
-      .addError(Unprocessable)
+      .addError(AgentSuspended)
+      .addError(FidoRequired)
+      .addError(PrincipalInactive)
   )
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
 {}

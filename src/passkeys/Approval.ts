@@ -6,7 +6,7 @@
  */
 import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Context, Effect, Layer } from "effect"
-import type { ApiError } from "../platform/Errors.ts"
+import type { AgentSuspended, FidoRequired, Gone, NotFound, PrincipalInactive } from "../platform/Errors.ts"
 
 export interface PendingRequest {
   readonly id: string
@@ -24,9 +24,12 @@ export interface ApprovalResult {
   readonly state?: string | null | undefined
 }
 
+/** what approving can fail with (a request decided meanwhile, an agent suspended meanwhile) */
+export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive
+
 export interface ApprovalService {
   readonly getPendingRequest: (authRequestId: string) => Effect.Effect<PendingRequest | undefined, unknown>
-  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true }) => Effect.Effect<ApprovalResult, ApiError | unknown>
+  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true }) => Effect.Effect<ApprovalResult, ApprovalError>
 }
 
 export class Approval extends Context.Tag("agent-auth/PasskeyApproval")<Approval, ApprovalService>() {}

@@ -2,7 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest } from "../platform/Errors.ts"
 import { Passkeys } from "./Service.ts"
 
 export const PasskeysHttp = HttpApiBuilder.group(Api, "passkeys", (handlers) =>
@@ -15,7 +15,7 @@ export const PasskeysHttp = HttpApiBuilder.group(Api, "passkeys", (handlers) =>
       .handle("listCredentials", ({ urlParams }) =>
         Effect.flatMap(CurrentDeveloper, (d) =>
           urlParams.principalId === undefined || urlParams.principalId === ""
-            ? Effect.fail(err.badRequest("BAD_REQUEST", "principalId is required", [{ path: "principalId", message: "is required" }]))
+            ? Effect.fail(new BadRequest({ message: "principalId is required", details: [{ path: "principalId", message: "is required" }] }))
             : passkeys.listCredentials(d.id, urlParams.principalId)))
       .handle("deleteCredential", ({ path }) =>
         Effect.flatMap(CurrentDeveloper, (d) => passkeys.deleteCredential(d.id, path.id)).pipe(

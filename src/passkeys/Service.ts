@@ -24,10 +24,10 @@ import {
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { Config } from "../Config.ts"
-import { BadRequest, Conflict, err, Forbidden, Gone, NotFound, Unprocessable } from "../platform/Errors.ts"
+import { Conflict, CredentialNotAllowed, InvalidChallenge, NoCredentials, NotFound, PasskeyVerificationFailed, RequestNotPending } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { Approval, ApprovalLive, type PendingRequest } from "./Approval.ts"
+import { Approval, ApprovalLive, type ApprovalError, type PendingRequest } from "./Approval.ts"
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000
 
@@ -93,13 +93,13 @@ export interface PasskeysService {
   readonly verifyRegistration: (
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown; readonly deviceName?: string | undefined }
-  ) => Effect.Effect<CredentialView, BadRequest | Conflict>
+  ) => Effect.Effect<CredentialView, InvalidChallenge | PasskeyVerificationFailed | Conflict>
   readonly listCredentials: (developerId: string, principalId: string) => Effect.Effect<{ credentials: Array<CredentialView> }>
   readonly deleteCredential: (developerId: string, id: string) => Effect.Effect<void, NotFound>
   /** removes every passkey of a principal (SCIM deprovisioning), in the caller's transaction; how many */
   readonly removeForPrincipal: (developerId: string, principalId: string) => Effect.Effect<number>
   /** assertion options for one pending authorization request of the developer */
-  readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
+  readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   /** verifies the assertion and approves the request it is bound to */
   readonly verifyAssertion: (
     developerId: string,
@@ -108,7 +108,7 @@ export interface PasskeysService {
     expectedAuthRequestId?: string
   ) => Effect.Effect<AssertionOutcome, AssertionError>
   /** consent page helpers: the developer is the pending request's own */
-  readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | Unprocessable>
+  readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   readonly verifyAssertionForRequest: (
     authRequestId: string,
     input: { readonly challengeId: string; readonly response: unknown }
@@ -122,14 +122,13 @@ const CREDENTIAL_COLUMNS = `id, developer_id, principal_id, credential_id, publi
 
 const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
 
-/** the errors an assertion may answer with (the approval's own included); anything else is a defect */
-export type AssertionError = BadRequest | Forbidden | NotFound | Conflict | Gone | Unprocessable
-const ASSERTION_ERRORS = [BadRequest, Forbidden, NotFound, Conflict, Gone, Unprocessable] as const
-const isAssertionError = (e: unknown): e is AssertionError => ASSERTION_ERRORS.some((C) => e instanceof C)
+/** the errors an assertion may answer with (the approval's own included) */
+export type AssertionError =
+  | InvalidChallenge | PasskeyVerificationFailed | CredentialNotAllowed | RequestNotPending | ApprovalError
 
 const invalidChallenge = () =>
-  err.badRequest("INVALID_CHALLENGE", "The challenge is unknown, expired or already used; request new options")
-const verificationFailed = (reason: string) => err.badRequest("VERIFICATION_FAILED", `Passkey verification failed: ${reason}`)
+  new InvalidChallenge({ message: "The challenge is unknown, expired or already used; request new options" })
+const verificationFailed = (reason: string) => new PasskeyVerificationFailed({ message: `Passkey verification failed: ${reason}` })
 
 /** a stable, opaque WebAuthn user handle per developer and principal (never the raw principal id) */
 const userHandle = (developerId: string, principalId: string) =>
@@ -235,7 +234,7 @@ export const PasskeysServiceLive = Layer.effect(
             input.deviceName ?? null, new Date(ms)
           ]
         ).pipe(
-          Effect.catchIf(isUniqueViolation, () => Effect.fail(err.conflict("CONFLICT", "This passkey is already registered"))),
+          Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "This passkey is already registered" }))),
           Effect.catchTag("SqlError", Effect.die)
         )
         return credentialView(rows[0]!)
@@ -247,7 +246,7 @@ export const PasskeysServiceLive = Layer.effect(
     const deleteCredential: PasskeysService["deleteCredential"] = (developerId, id) =>
       sql`DELETE FROM webauthn_credentials WHERE id = ${id} AND developer_id = ${developerId} RETURNING id`.pipe(
         Effect.orDie,
-        Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(err.notFound("NOT_FOUND", "Passkey not found")) : Effect.void)
+        Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(new NotFound({ message: "Passkey not found" })) : Effect.void)
       )
 
     const removeForPrincipal: PasskeysService["removeForPrincipal"] = (developerId, principalId) =>
@@ -270,7 +269,7 @@ export const PasskeysServiceLive = Layer.effect(
       Effect.gen(function*() {
         const credentials = yield* credentialsOf(request.developerId, request.principalId)
         if (credentials.length === 0) {
-          return yield* Effect.fail(err.unprocessable("NO_CREDENTIALS", "The principal has no registered passkey"))
+          return yield* Effect.fail(new NoCredentials({ message: "The principal has no registered passkey" }))
         }
         const publicKey = yield* Effect.promise(() =>
           generateAuthenticationOptions({
@@ -290,7 +289,7 @@ export const PasskeysServiceLive = Layer.effect(
         return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
       })
 
-    const noPendingRequest = () => err.notFound("NOT_FOUND", "No pending authorization request with this id")
+    const noPendingRequest = () => new NotFound({ message: "No pending authorization request with this id" })
 
     const assertionOptions: PasskeysService["assertionOptions"] = (developerId, authRequestId) =>
       Effect.gen(function*() {
@@ -321,10 +320,10 @@ export const PasskeysServiceLive = Layer.effect(
         const credential = credentials[0]
         const request = yield* pendingRequest(challenge.authRequestId, developerId)
         if (request === undefined) {
-          return yield* Effect.fail(err.gone("REQUEST_NOT_PENDING", "The authorization request is no longer pending"))
+          return yield* Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
         }
         if (credential === undefined || credential.principalId !== request.principalId || credential.principalId !== challenge.principalId) {
-          return yield* Effect.fail(err.forbidden("CREDENTIAL_NOT_ALLOWED", "This passkey is not registered to the request's principal"))
+          return yield* Effect.fail(new CredentialNotAllowed({ message: "This passkey is not registered to the request's principal" }))
         }
         const storedCounter = Number(credential.counter)
         const result = yield* Effect.tryPromise({
@@ -355,9 +354,7 @@ export const PasskeysServiceLive = Layer.effect(
             UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}
             WHERE id = ${credential.id} AND counter = ${storedCounter} RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          return yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true }).pipe(
-            Effect.catchAll((e) => isAssertionError(e) ? Effect.fail(e) : Effect.die(e))
-          )
+          return yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true })
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return {
           verified: true as const,
@@ -377,7 +374,7 @@ export const PasskeysServiceLive = Layer.effect(
     const verifyAssertionForRequest: PasskeysService["verifyAssertionForRequest"] = (authRequestId, input) =>
       Effect.flatMap(pendingRequest(authRequestId), (request) =>
         request === undefined
-          ? Effect.fail(err.gone("REQUEST_NOT_PENDING", "The authorization request is no longer pending"))
+          ? Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
           : verifyAssertion(request.developerId, input, authRequestId))
 
     return {

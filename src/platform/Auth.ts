@@ -13,7 +13,7 @@ import { Context, Deferred, Effect, FiberRef, Layer, Option, Redacted, Schedule,
 import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "./Database.ts"
 import { createHash } from "node:crypto"
-import { Unauthorized, err } from "./Errors.ts"
+import { Unauthorized } from "./Errors.ts"
 import type { GrantTokenClaims } from "./Keys.ts"
 
 export interface Developer {
@@ -139,7 +139,7 @@ export const AuthenticationLive = Layer.effect(
         Effect.flatMap(FiberRef.get(CurrentGate), (gate) => {
           if (gate?.developer !== undefined) return Effect.succeed(gate.developer)
           return Effect.flatMap(keys.resolve(Redacted.value(token)), (developer) =>
-            developer === undefined ? Effect.fail(err.unauthorized("Invalid or missing API key")) : Effect.succeed(developer))
+            developer === undefined ? Effect.fail(new Unauthorized({ message: "Invalid or missing API key" })) : Effect.succeed(developer))
         })
     }
   })

@@ -9,6 +9,7 @@
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Context, Effect, FiberRef, Option } from "effect"
 import { CurrentGate, type GateState } from "./Auth.ts"
+import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { newId } from "./Ids.ts"
 import { Metrics } from "./Metrics.ts"
 
@@ -31,7 +32,7 @@ export const errorResponse = (
   })
 
 /** Bundles and offline sync answer malformed input with INVALID_REQUEST; the rest with BAD_REQUEST. */
-const validationCode = (path: string) =>
+export const validationCode = (path: string) =>
   path.startsWith("/v1/consent-bundles") || path.startsWith("/v1/audit/offline-sync") ? "INVALID_REQUEST" : "BAD_REQUEST"
 
 const STATUS_CODES: Record<number, string> = {
@@ -47,11 +48,6 @@ const STATUS_CODES: Record<number, string> = {
   429: "RATE_LIMITED",
   500: "INTERNAL_ERROR",
   503: "SERVICE_UNAVAILABLE"
-}
-
-interface DecodeIssue {
-  readonly path: ReadonlyArray<string | number>
-  readonly message: string
 }
 
 /** Rewrites an error response's body into the one error shape. */
@@ -71,7 +67,7 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
   }
   if (parsed && typeof parsed === "object" && parsed._tag === "HttpApiDecodeError") {
     const issues: ReadonlyArray<DecodeIssue> = Array.isArray(parsed.issues) ? parsed.issues : []
-    const details = issues.slice(0, 20).map((i) => ({ path: i.path.join("."), message: i.message }))
+    const details = plainIssues(issues).slice(0, 20)
     const first = details[0]
     const message = first ? `Invalid request: ${first.path ? first.path + ": " : ""}${first.message}` : "Invalid request"
     return errorResponse(400, validationCode(path), message, requestId, headers, details)
@@ -175,6 +171,25 @@ export const MAX_BODY_BYTES = 1024 * 1024
 export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
 const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
 
+/** The consent page's own form posts: the only bodies that are not JSON. */
+const FORM_ROUTES = new Set(["/consent/approve", "/consent/deny"])
+const JSON_TYPE = /^\s*application\/([a-z0-9.-]+\+)?json\s*(;|$)/i
+
+/**
+ * Every body is JSON (decisions §19): one sent as anything else (curl's `-d` defaults to a form, a
+ * browser's fetch to text/plain) is refused with 415 and told which header to send, rather than read
+ * as a form whose fields are all "missing". A request without a body is not concerned.
+ */
+const unsupportedBody = (method: string, path: string, headers: Record<string, string | undefined>): string | undefined => {
+  if (method === "GET" || method === "HEAD" || method === "OPTIONS" || FORM_ROUTES.has(path)) return undefined
+  const length = headers["content-length"]
+  const hasBody = headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
+  const type = headers["content-type"]
+  if (!hasBody || (type !== undefined && JSON_TYPE.test(type))) return undefined
+  const sent = type === undefined ? "no Content-Type" : `Content-Type ${JSON.stringify(type.replace(/[^\x20-\x7e]/g, "").slice(0, 100))}`
+  return `The request body must be JSON sent with the header Content-Type: application/json (this request has ${sent})`
+}
+
 /**
  * A JSON body the server already read (see `readJsonBodyAhead`). The platform reads bodies through
  * a cached effect built per request with `Effect.runSync`, which under load cost about as much as
@@ -266,6 +281,11 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     if (length > maxBodyBytes(path)) {
       const tooLarge = errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
       return isScimPath(path) ? scimError(tooLarge, requestId, path) : tooLarge
+    }
+    const unsupported = unsupportedBody(request.method, path, request.headers)
+    if (unsupported !== undefined) {
+      const refused = errorResponse(415, "UNSUPPORTED_MEDIA_TYPE", unsupported, requestId)
+      return isScimPath(path) ? scimError(refused, requestId, path) : refused
     }
     const preRead = yield* Effect.serviceOption(PreReadBody)
     if (preRead._tag === "Some") {

@@ -3,7 +3,7 @@
  * base64url of the last row's pair, so no row is skipped or repeated at a page boundary.
  */
 import { Effect, Schema } from "effect"
-import { type BadRequest, err } from "./Errors.ts"
+import { BadRequest } from "./Errors.ts"
 
 export interface CursorPosition {
   readonly createdAt: string
@@ -47,16 +47,15 @@ export const toPage = <T extends { createdAt: Date | string; id: string }>(rows:
 }
 
 /**
- * A list's `limit` and `cursor` query parameters, checked: 400 with `code` (the operation's, see
- * decisions §1) for a limit outside 1–100 or a cursor that does not decode.
+ * A list's `limit` and `cursor` query parameters, checked: 400 BAD_REQUEST for a limit outside
+ * 1–100 or a cursor that does not decode (the lists that answer INVALID_REQUEST check their own).
  */
 export const pageParams = (
-  urlParams: { readonly limit?: string | undefined; readonly cursor?: string | undefined },
-  code: "BAD_REQUEST" | "INVALID_REQUEST" = "BAD_REQUEST"
+  urlParams: { readonly limit?: string | undefined; readonly cursor?: string | undefined }
 ): Effect.Effect<{ readonly limit: number; readonly cursor: CursorPosition | undefined }, BadRequest> => {
   const limit = pageLimit(urlParams.limit)
-  if (limit === undefined) return Effect.fail(err.badRequest(code, "limit must be an integer from 1 to 100"))
+  if (limit === undefined) return Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 100" }))
   const cursor = decodeCursor(urlParams.cursor)
-  if (cursor === null) return Effect.fail(err.badRequest(code, "cursor is not valid"))
+  if (cursor === null) return Effect.fail(new BadRequest({ message: "cursor is not valid" }))
   return Effect.succeed({ limit, cursor })
 }

@@ -254,9 +254,11 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       if (rejectedBy >= 0) {
         const check = checks[rejectedBy]!
         const reported = { name: check.name, limit: check.limit, remaining: 0, resetSeconds }
+        // in words, the figure of Retry-After: clients of the published protocol read it from the message
+        const wait = `retry in ${resetSeconds} second${resetSeconds === 1 ? "" : "s"}`
         const message = check.code === "RATE_LIMITED"
-          ? "Too many requests for this route; slow down"
-          : "Rate limit budget exceeded for this developer"
+          ? `Too many requests to this route; ${wait}`
+          : `Rate limit exceeded; ${wait}`
         return errorResponse(429, check.code, message, requestId, rateHeaders(reported, true))
       }
       // Report the per-developer budget on API-key requests, else the route limiter (the only

@@ -1,7 +1,7 @@
 /** Health, JWKS, metrics and the OpenAPI document. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Unauthorized } from "../platform/Errors.ts"
+import { InternalError, RateLimitUnavailable, RateLimited, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const Health = Schema.Struct({
@@ -36,8 +36,17 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
     HttpApiEndpoint.get("metrics", "/metrics")
       .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain; version=0.0.4" })))
       .addError(Unauthorized)
+      .addError(RateLimited)
+      .addError(RateLimitUnavailable)
+      .addError(InternalError)
   )
-  .add(HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(Schema.Unknown))
+  .add(
+    HttpApiEndpoint.get("openapi", "/openapi.json")
+      .addSuccess(Schema.Unknown)
+      .addError(RateLimited)
+      .addError(RateLimitUnavailable)
+      .addError(InternalError)
+  )
   // browsers ask for it on every page (the consent page): answered empty rather than 404
   .add(HttpApiEndpoint.get("favicon", "/favicon.ico").addSuccess(Schema.Void, { status: 204 }).annotate(RatePolicy, { exempt: true }))
 {}

@@ -5,7 +5,7 @@ import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
 import { bearerOf } from "../platform/Auth.ts"
 import { Counters } from "../platform/Counters.ts"
-import { err } from "../platform/Errors.ts"
+import { Unauthorized } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { timingSafeEqual } from "node:crypto"
@@ -39,7 +39,7 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
             const given = Buffer.from(bearerOf(request.headers["authorization"]) ?? "")
             const expected = Buffer.from(config.metricsToken)
             if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-              return yield* Effect.fail(err.unauthorized("Metrics token required"))
+              return yield* Effect.fail(new Unauthorized({ message: "Metrics token required" }))
             }
           }
           return HttpServerResponse.text(metrics.render(), { contentType: "text/plain; version=0.0.4" }) as any

@@ -2,16 +2,12 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadGateway, BadRequest, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
+import {
+  ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialUnreadable, Forbidden, NotFound, PublicRouteErrors, Unauthorized,
+  UpstreamRefreshFailed
+} from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
-
-/** A stored credential that cannot be decrypted (wrong key, or data moved between rows). */
-export class CredentialUnreadable extends Schema.TaggedError<CredentialUnreadable>()(
-  "CredentialUnreadable",
-  { code: Schema.String, message: Schema.String },
-  HttpApiSchema.annotations({ status: 500 })
-) {}
 
 const Secret = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(16_384))
 const Identifier = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
@@ -75,7 +71,8 @@ export class VaultApi extends HttpApiGroup.make("vault")
       .setPayload(StoreCredential)
       .addSuccess(CredentialView, { status: 201 })
       .addError(BadRequest)
-      .addError(Unauthorized)
+      .addError(BodyErrors)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
@@ -88,7 +85,7 @@ export class VaultApi extends HttpApiGroup.make("vault")
       }))
       .addSuccess(Schema.Struct({ credentials: Schema.Array(CredentialView), nextCursor: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
   .add(
@@ -98,9 +95,10 @@ export class VaultApi extends HttpApiGroup.make("vault")
       .addSuccess(VaultCredential)
       .addError(BadRequest)
       .addError(Unauthorized)
+      .addError(BodyErrors)
       .addError(Forbidden)
       .addError(NotFound)
-      .addError(BadGateway)
+      .addError(UpstreamRefreshFailed)
       .addError(CredentialUnreadable)
       .annotate(RatePolicy, { grantToken: true, routeLimit: 20, routeKey: "grantToken" })
       .annotate(OpenApi.Description, "Body: `{ \"service\": string }`. Authorization: `Bearer <grant token>` (no API key).")
@@ -120,7 +118,7 @@ export class VaultApi extends HttpApiGroup.make("vault")
     HttpApiEndpoint.get("get", "/v1/vault/credentials/:id")
       .setPath(IdPath)
       .addSuccess(CredentialView)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .addError(NotFound)
       .middleware(Authentication)
   )
@@ -128,8 +126,9 @@ export class VaultApi extends HttpApiGroup.make("vault")
     HttpApiEndpoint.del("remove", "/v1/vault/credentials/:id")
       .setPath(IdPath)
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Unauthorized)
+      .addError(ApiKeyRouteErrors)
       .addError(NotFound)
       .middleware(Authentication)
   )
+  .addError(PublicRouteErrors)
 {}

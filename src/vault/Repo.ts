@@ -2,7 +2,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { CursorPosition } from "../platform/Pagination.ts"
-import type { TokenRow } from "../grants/Service.ts"
+import { AGENT_STATUS_SQL, type TokenRow } from "../grants/Service.ts"
 import type { Sealed } from "./Crypto.ts"
 
 export interface CredentialRow {
@@ -78,7 +78,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     findForExchange: (keys: ReadonlyArray<ExchangeKey>) =>
       sql.unsafe<CredentialRow & ExchangeTokenColumns & { n: string }>(
         `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
-                t.revoked_at AS token_revoked_at, a.status AS agent_status, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
+                t.revoked_at AS token_revoked_at, ${AGENT_STATUS_SQL}, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
               WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
          LEFT JOIN grants g ON g.id = k.grnt

@@ -11,12 +11,12 @@ import { isIP } from "node:net"
 import { Config } from "../Config.ts"
 import { tokenStatusOf } from "../grants/Service.ts"
 import { type AuditedEvent, AuditedEvents } from "../platform/AuditedEvents.ts"
-import { BadGateway, BadRequest, err, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { BadRequest, CredentialUnreadable, Forbidden, NotFound, Unauthorized, UpstreamRefreshFailed } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import type { GrantTokenClaims } from "../platform/Keys.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
-import { CredentialUnreadable, type StoreCredential } from "./Api.ts"
+import { type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
 import { requestPinned } from "../webhooks/Delivery.ts"
 import { resolvePublic } from "../webhooks/Ssrf.ts"
@@ -47,15 +47,22 @@ export interface VaultCredentialOut {
 }
 
 /** Interface rule 2: the accepted credential scopes for a service, exactly. */
+/** The scopes that let a grant token exchange the credential of `service`, any one of them. */
+export const acceptedScopes = (service: string): ReadonlyArray<string> => [
+  `${service}:read`, `${service}:credentials:read`, `${service}:*`, `vault:${service}:read`, `vault:${service}:*`,
+  "vault:credentials:exchange", "*"
+]
+
 export const scopeAllows = (scopes: ReadonlyArray<string>, service: string): boolean => {
-  for (const s of scopes) {
-    if (
-      s === "*" || s === "vault:credentials:exchange" ||
-      s === `${service}:*` || s === `${service}:read` || s === `${service}:credentials:read` ||
-      s === `vault:${service}:*` || s === `vault:${service}:read`
-    ) return true
-  }
-  return false
+  const accepted = acceptedScopes(service)
+  return scopes.some((s) => accepted.includes(s))
+}
+
+/** The 403 of an exchange: which scope forms would have allowed it (a long name is not echoed). */
+const noScopeMessage = (service: string) => {
+  const name = service.length <= 100 ? service : "<service>"
+  return `The grant token has no credential scope for service ${JSON.stringify(name)}; ` +
+    `a grant with any one of these scopes may exchange it: ${acceptedScopes(name).join(", ")}`
 }
 
 /** The `service` of an exchange body, read leniently: undefined when missing, empty or not a string. */
@@ -102,16 +109,16 @@ const checkTokenEndpoint = (raw: string, allowPrivate: boolean): string | BadReq
   try {
     url = new URL(raw)
   } catch {
-    return err.badRequest("BAD_REQUEST", "tokenEndpoint must be an absolute URL", [{ path: "tokenEndpoint", message: "must be an absolute URL" }])
+    return new BadRequest({ message: "tokenEndpoint must be an absolute URL", details: [{ path: "tokenEndpoint", message: "must be an absolute URL" }] })
   }
   if (url.username !== "" || url.password !== "") {
-    return err.badRequest("BAD_REQUEST", "tokenEndpoint must not carry credentials", [{ path: "tokenEndpoint", message: "must not carry credentials" }])
+    return new BadRequest({ message: "tokenEndpoint must not carry credentials", details: [{ path: "tokenEndpoint", message: "must not carry credentials" }] })
   }
   if (!(url.protocol === "https:" || (allowPrivate && url.protocol === "http:"))) {
-    return err.badRequest("BAD_REQUEST", "tokenEndpoint must use https", [{ path: "tokenEndpoint", message: "must use https" }])
+    return new BadRequest({ message: "tokenEndpoint must use https", details: [{ path: "tokenEndpoint", message: "must use https" }] })
   }
   if (!allowPrivate && isPrivateHost(url.hostname)) {
-    return err.badRequest("BAD_REQUEST", "tokenEndpoint must be a public host", [{ path: "tokenEndpoint", message: "must be a public host" }])
+    return new BadRequest({ message: "tokenEndpoint must be a public host", details: [{ path: "tokenEndpoint", message: "must be a public host" }] })
   }
   return url.toString()
 }
@@ -162,7 +169,7 @@ const postForm = async (
  * when a secret is stored (client_id in the body when only an id is). The failure reason names the
  * status and the OAuth `error` code only, never a body that might echo a secret.
  */
-const callTokenEndpoint = (endpoint: string, secrets: Secrets, allowPrivate: boolean): Effect.Effect<RefreshAnswer, BadGateway> =>
+const callTokenEndpoint = (endpoint: string, secrets: Secrets, allowPrivate: boolean): Effect.Effect<RefreshAnswer, UpstreamRefreshFailed> =>
   Effect.tryPromise({
     try: async (signal) => {
       const form = new URLSearchParams({ grant_type: "refresh_token", refresh_token: secrets.refreshToken ?? "" })
@@ -211,7 +218,7 @@ const callTokenEndpoint = (endpoint: string, secrets: Secrets, allowPrivate: boo
         : (e as { name?: string })?.name === "TimeoutError"
         ? `upstream did not answer within ${REFRESH_TIMEOUT_MS / 1000} s`
         : "upstream could not be reached"
-      return err.badGateway("UPSTREAM_REFRESH_FAILED", `Refreshing the upstream access token failed: ${reason}`)
+      return new UpstreamRefreshFailed({ message: `Refreshing the upstream access token failed: ${reason}` })
     }
   })
 
@@ -229,12 +236,12 @@ export interface VaultService {
   readonly exchange: (
     claims: GrantTokenClaims | undefined,
     rawBody: string
-  ) => Effect.Effect<VaultCredentialOut, Unauthorized | BadRequest | Forbidden | NotFound | BadGateway | CredentialUnreadable>
+  ) => Effect.Effect<VaultCredentialOut, Unauthorized | BadRequest | Forbidden | NotFound | UpstreamRefreshFailed | CredentialUnreadable>
 }
 
 export class Vault extends Context.Tag("agent-auth/Vault")<Vault, VaultService>() {}
 
-const notFound = () => err.notFound("NOT_FOUND", "Credential not found")
+const notFound = () => new NotFound({ message: "Credential not found" })
 
 export const VaultServiceLive = Layer.effect(
   Vault,
@@ -254,7 +261,7 @@ export const VaultServiceLive = Layer.effect(
           tokenEndpoint = checked
         }
         if (input.clientSecret && !input.clientId) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "clientSecret needs clientId", [{ path: "clientId", message: "is required with clientSecret" }]))
+          return yield* Effect.fail(new BadRequest({ message: "clientSecret needs clientId", details: [{ path: "clientId", message: "is required with clientSecret" }] }))
         }
         const secrets: Secrets = {
           accessToken: input.accessToken,
@@ -294,11 +301,11 @@ export const VaultServiceLive = Layer.effect(
       Effect.gen(function*() {
         const limit = pageLimit(query.limit)
         if (limit === undefined) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100", [{ path: "limit", message: "must be an integer from 1 to 100" }]))
+          return yield* Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 100", details: [{ path: "limit", message: "must be an integer from 1 to 100" }] }))
         }
         const after = decodeCursor(query.cursor)
         if (after === null) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is malformed", [{ path: "cursor", message: "is malformed" }]))
+          return yield* Effect.fail(new BadRequest({ message: "cursor is malformed", details: [{ path: "cursor", message: "is malformed" }] }))
         }
         const rows = yield* repo.list(
           developerId,
@@ -345,7 +352,7 @@ export const VaultServiceLive = Layer.effect(
      */
     const refreshUnderLease = (developerId: string, id: string): Effect.Effect<
       { row: CredentialRow; secrets: Secrets; refreshed: boolean },
-      NotFound | BadGateway | CredentialUnreadable
+      NotFound | UpstreamRefreshFailed | CredentialUnreadable
     > =>
       Effect.gen(function*() {
         for (;;) {
@@ -431,7 +438,7 @@ export const VaultServiceLive = Layer.effect(
           claims === undefined || typeof claims.sub !== "string" || claims.sub === "" || typeof claims.dev !== "string" ||
           claims.dev === "" || !Array.isArray(claims.scp) || typeof claims.grnt !== "string" || typeof claims.jti !== "string"
         ) {
-          return yield* Effect.fail(err.unauthorized("Grant token missing, invalid or expired"))
+          return yield* Effect.fail(new Unauthorized({ message: "Grant token missing, invalid or expired" }))
         }
         const service = exchangeService(rawBody)
         // The online status and the row are read together; nothing is decided before both checks pass in order.
@@ -447,21 +454,19 @@ export const VaultServiceLive = Layer.effect(
         const status = tokenStatusOf(claims, found.token, startedMs)
         const row = found.credential
         if (status !== "active") {
-          return yield* Effect.fail(err.unauthorized(
-            status === "revoked" ? "Grant or grant token has been revoked, or its agent suspended" : "Grant token missing, invalid or expired"
-          ))
+          return yield* Effect.fail(new Unauthorized({ message: status === "revoked" ? "Grant or grant token has been revoked, or its agent suspended" : "Grant token missing, invalid or expired" }))
         }
         // 2. The body.
         if (service === undefined) {
-          return yield* Effect.fail(err.badRequest("BAD_REQUEST", "service is required", [{ path: "service", message: "is required" }]))
+          return yield* Effect.fail(new BadRequest({ message: "service is required", details: [{ path: "service", message: "is required" }] }))
         }
         // 3. The scope.
         if (!scopeAllows(claims.scp, service)) {
-          return yield* Effect.fail(err.forbidden("FORBIDDEN", `The grant token has no credential scope for service ${JSON.stringify(service)}`))
+          return yield* Effect.fail(new Forbidden({ message: noScopeMessage(service) }))
         }
         // 4. The credential.
         if (row === undefined) {
-          return yield* Effect.fail(err.notFound("NOT_FOUND", "No credential for this principal and service"))
+          return yield* Effect.fail(new NotFound({ message: "No credential for this principal and service" }))
         }
         // Only now is anything decrypted (or refreshed upstream).
         const ms = yield* nowMillis

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { BadRequest, Conflict, NotFound, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 
 const Endpoint = Schema.Struct({ id: Schema.String, url: Schema.String, events: Schema.Array(Schema.String), createdAt: Schema.String })
 
@@ -31,6 +31,8 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       }))
       .addSuccess(Schema.Struct({ ...Endpoint.fields, secret: Schema.String }), { status: 201 })
       .addError(BadRequest)
+      .addError(BodyErrors)
+      .addError(PlanLimitExceeded)
   )
   .add(HttpApiEndpoint.get("list", "/v1/webhooks").addSuccess(Schema.Struct({ webhooks: Schema.Array(Endpoint) })))
   .add(HttpApiEndpoint.del("remove", "/v1/webhooks/:id").setPath(IdPath).addSuccess(Schema.Void, { status: 204 }).addError(NotFound))
@@ -60,5 +62,5 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .addError(NotFound)
   )
   .middleware(Authentication)
-  .addError(Unauthorized)
+  .addError(ApiKeyRouteErrors)
 {}

@@ -2,7 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { err } from "../platform/Errors.ts"
+import { BadRequest } from "../platform/Errors.ts"
 import { pageLimit } from "../platform/Pagination.ts"
 import { Webhooks } from "./Service.ts"
 
@@ -17,7 +17,7 @@ export const WebhooksHttp = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
       .handle("deliveries", ({ path, urlParams }) =>
         withDeveloper((d) => {
           const limit = pageLimit(urlParams.limit)
-          if (limit === undefined) return Effect.fail(err.badRequest("BAD_REQUEST", "limit must be an integer from 1 to 100"))
+          if (limit === undefined) return Effect.fail(new BadRequest({ message: "limit must be an integer from 1 to 100" }))
           return webhooks.deliveries(d, path.id, { ...urlParams, limit })
         }))
       .handle("retry", ({ path }) => withDeveloper((d) => webhooks.retry(d, path.id, path.deliveryId)))

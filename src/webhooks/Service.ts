@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { Config } from "../Config.ts"
-import { err, type BadRequest, type Conflict, type NotFound } from "../platform/Errors.ts"
+import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 import { EVENT_TYPES } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
@@ -61,7 +61,7 @@ const newSecret = () => randomBytes(32).toString("hex")
 export interface WebhooksService {
   readonly create: (developerId: string, input: { url: string; events: ReadonlyArray<string> }) => Effect.Effect<
     ReturnType<typeof endpointView> & { secret: string },
-    BadRequest
+    BadRequest | PlanLimitExceeded
   >
   readonly list: (developerId: string) => Effect.Effect<{ webhooks: Array<ReturnType<typeof endpointView>> }>
   readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
@@ -83,7 +83,7 @@ export const WebhooksServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const ring = yield* VaultKeys
-    const notFound = () => err.notFound("NOT_FOUND", "Webhook not found")
+    const notFound = () => new NotFound({ message: "Webhook not found" })
 
     const own = (developerId: string, id: string) =>
       sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(
@@ -97,18 +97,35 @@ export const WebhooksServiceLive = Layer.effect(
       create: (developerId, input) =>
         Effect.gen(function*() {
           const check = checkReceiverUrl(input.url, config.webhooks.allowPrivateHosts)
-          if (!check.ok) return yield* Effect.fail(err.badRequest("BAD_REQUEST", check.reason))
-          if (input.events.length === 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "events must name at least one event type"))
+          if (!check.ok) return yield* Effect.fail(new BadRequest({ message: check.reason }))
+          if (input.events.length === 0) return yield* Effect.fail(new BadRequest({ message: "events must name at least one event type" }))
           const unknown = input.events.filter((e) => !(EVENT_TYPES as ReadonlyArray<string>).includes(e))
-          if (unknown.length > 0) return yield* Effect.fail(err.badRequest("BAD_REQUEST", `Unknown event types: ${unknown.join(", ")}`))
+          if (unknown.length > 0) {
+            return yield* Effect.fail(new BadRequest({
+              message: `Unknown event types: ${unknown.map((e) => JSON.stringify(e.slice(0, 100))).join(", ")}; the event types are ${EVENT_TYPES.join(", ")}`
+            }))
+          }
           const ms = yield* nowMillis
           const id = newId("wh", ms)
           const secret = newSecret()
-          const [row] = yield* sql<EndpointRow>`
-            INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
-            VALUES (${id}, ${developerId}, ${input.url}, ${[...new Set(input.events)] as any}, ${sealSecret(id, developerId, secret)}, ${new Date(ms)})
-            RETURNING id, developer_id, url, events, secret_ciphertext, created_at`.pipe(Effect.orDie)
-          return { ...endpointView(row!), secret }
+          const row = yield* sql.withTransaction(Effect.gen(function*() {
+            // the developer's row lock makes concurrent registrations count one after another
+            const [developer] = yield* sql<{ plan: "free" | "pro" | "enterprise" }>`SELECT plan FROM developers WHERE id = ${developerId} FOR UPDATE`
+            const limit = config.webhooks.endpointLimits[developer?.plan ?? "free"] ?? null
+            if (limit !== null) {
+              const [{ n }] = (yield* sql<{ n: number }>`
+                SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = ${developerId} AND deleted_at IS NULL`) as unknown as [{ n: number }]
+              if (n >= limit) {
+                return yield* Effect.fail(new PlanLimitExceeded({ message: `The ${developer?.plan ?? "free"} plan allows ${limit} webhook endpoints` }))
+              }
+            }
+            const [row] = yield* sql<EndpointRow>`
+              INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
+              VALUES (${id}, ${developerId}, ${input.url}, ${[...new Set(input.events)] as any}, ${sealSecret(id, developerId, secret)}, ${new Date(ms)})
+              RETURNING id, developer_id, url, events, secret_ciphertext, created_at`
+            return row!
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          return { ...endpointView(row), secret }
         }),
       list: (developerId) =>
         sql<EndpointRow>`SELECT id, developer_id, url, events, secret_ciphertext, created_at FROM webhook_endpoints
@@ -130,7 +147,7 @@ export const WebhooksServiceLive = Layer.effect(
         Effect.gen(function*() {
           yield* own(developerId, id)
           const cursor = decodeCursor(query.cursor)
-          if (cursor === null) return yield* Effect.fail(err.badRequest("BAD_REQUEST", "cursor is not valid"))
+          if (cursor === null) return yield* Effect.fail(new BadRequest({ message: "cursor is not valid" }))
           const params: Array<unknown> = [id]
           const conditions = ["d.endpoint_id = $1"]
           if (query.status !== undefined) {
@@ -160,8 +177,8 @@ export const WebhooksServiceLive = Layer.effect(
           yield* own(developerId, id)
           const ms = yield* nowMillis
           const [current] = yield* sql<{ status: string }>`SELECT status FROM webhook_deliveries WHERE id = ${deliveryId} AND endpoint_id = ${id}`.pipe(Effect.orDie)
-          if (current === undefined) return yield* Effect.fail(err.notFound("NOT_FOUND", "Delivery not found"))
-          if (current.status !== "failed") return yield* Effect.fail(err.conflict("CONFLICT", `Only a failed delivery can be retried; this one is ${current.status}`))
+          if (current === undefined) return yield* Effect.fail(new NotFound({ message: "Delivery not found" }))
+          if (current.status !== "failed") return yield* Effect.fail(new Conflict({ message: `Only a failed delivery can be retried; this one is ${current.status}` }))
           // a retried delivery gets a fresh set of attempts
           const [row] = yield* sql<DeliveryRow>`
             UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = ${new Date(ms)}, lease_until = NULL,
@@ -169,7 +186,7 @@ export const WebhooksServiceLive = Layer.effect(
             FROM events ev WHERE d.id = ${deliveryId} AND ev.id = d.event_id AND d.status = 'failed'
             RETURNING d.id, d.event_id, ev.type AS event_type, d.status, d.attempts, d.max_attempts, d.last_error,
                       d.last_response_status, d.next_attempt_at, d.created_at, d.delivered_at`.pipe(Effect.orDie)
-          if (row === undefined) return yield* Effect.fail(err.conflict("CONFLICT", "Delivery is no longer failed"))
+          if (row === undefined) return yield* Effect.fail(new Conflict({ message: "Delivery is no longer failed" }))
           yield* sql`SELECT pg_notify('webhook_deliveries', ${developerId})`.pipe(Effect.orDie)
           return deliveryView(row)
         }),

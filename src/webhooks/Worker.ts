@@ -6,7 +6,8 @@
  * WEBHOOK_MAX_ATTEMPTS-th failure makes the delivery `failed`.
  *
  * It wakes on the `webhook_deliveries` notification (sent by PostgreSQL when an emitting
- * transaction commits) and polls every WEBHOOK_POLL_INTERVAL_SECONDS on the Effect Clock.
+ * transaction commits), when one of its sends ends, and every WEBHOOK_POLL_INTERVAL_SECONDS on
+ * the Effect Clock. Claims are fair across developers and capped per endpoint (see claimDue).
  */
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
@@ -21,11 +22,14 @@ import { Webhooks } from "./Service.ts"
 /**
  * How long a claim is ours: longer than any attempt can take (the send timeout, which bounds name
  * resolution and the request together, plus a margin for recording the outcome). Every claimed row
- * is sent at once (BATCH is the bound on concurrent sends), so no send starts late in its lease.
+ * is sent at once, so no send starts late in its lease.
  */
 const LEASE_MARGIN_MS = 5_000
 const leaseMs = (timeoutSeconds: number) => timeoutSeconds * 1000 + LEASE_MARGIN_MS
+/** the largest claim of one round when tests drive `deliverDue` (the instance's concurrency) */
 export const BATCH = 50
+/** claims are made one at a time across instances, so the in-flight caps below hold exactly */
+const CLAIM_LOCK = 727274002
 
 export interface RoundResult {
   readonly claimed: number
@@ -33,78 +37,144 @@ export interface RoundResult {
   readonly failedAttempts: number
 }
 
-/** One round of the worker: claim, send, record. Tests drive it directly. */
+interface Claimed {
+  readonly id: string
+  readonly attempts: number
+  readonly maxAttempts: number
+  readonly url: string
+  readonly endpointId: string
+  readonly developerId: string
+  readonly secretCiphertext: string
+  readonly eventId: string
+  readonly type: string
+  readonly data: unknown
+  readonly eventCreatedAt: Date
+  readonly leaseUntil: Date
+}
+
+/**
+ * Claims up to `slots` due deliveries, fairly (decisions §19): round-robin across developers (each
+ * developer's first due row, then each one's second, ...), counting what each developer and each
+ * endpoint already has in flight (a live lease, on any instance); never more than
+ * `endpointConcurrency` in flight per endpoint nor `developerConcurrency` per developer. So a dead
+ * receiver holds at most its developer's share of the sends, and another developer's delivery is
+ * claimed as soon as a slot is free.
+ */
+export const claimDue = (slots: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const ms = yield* nowMillis
+    const now = new Date(ms)
+    const leaseUntil = new Date(ms + leaseMs(config.webhooks.timeoutSeconds))
+    if (slots <= 0) return [] as Array<Claimed>
+    const rows = yield* sql.withTransaction(Effect.zipRight(
+      sql`SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`,
+      sql.unsafe<Omit<Claimed, "leaseUntil">>(
+        // Bounded work whatever the backlog: the developers with pending rows are found by skipping
+        // through an index (one probe each), each live endpoint of theirs offers at most its share
+        // of due rows (an index range), and what is in flight is read from the leased rows.
+        `WITH RECURSIVE devs(developer_id) AS (
+           (SELECT developer_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY developer_id LIMIT 1)
+           UNION ALL
+           SELECT (SELECT w.developer_id FROM webhook_deliveries w
+                   WHERE w.status = 'pending' AND w.developer_id > devs.developer_id ORDER BY w.developer_id LIMIT 1)
+           FROM devs WHERE devs.developer_id IS NOT NULL
+         ), busy AS (
+           SELECT endpoint_id, developer_id FROM webhook_deliveries
+           WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until >= $1
+         ), endpoint_busy AS (
+           SELECT endpoint_id, count(*)::int AS n FROM busy GROUP BY endpoint_id
+         ), developer_busy AS (
+           SELECT developer_id, count(*)::int AS n FROM busy GROUP BY developer_id
+         ), due AS (
+           SELECT c.id, c.developer_id, c.next_attempt_at,
+                  row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) + coalesce(eb.n, 0) AS endpoint_rank
+           FROM devs
+           JOIN webhook_endpoints e ON e.developer_id = devs.developer_id AND e.deleted_at IS NULL
+           CROSS JOIN LATERAL (
+             SELECT d.id, d.developer_id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1
+               AND (d.lease_until IS NULL OR d.lease_until < $1)
+             ORDER BY d.next_attempt_at, d.id LIMIT $3
+           ) c
+           LEFT JOIN endpoint_busy eb ON eb.endpoint_id = c.endpoint_id
+         ), ranked AS (
+           SELECT due.id, due.next_attempt_at,
+                  row_number() OVER (PARTITION BY due.developer_id ORDER BY due.next_attempt_at, due.id) + coalesce(db.n, 0) AS developer_rank
+           FROM due LEFT JOIN developer_busy db ON db.developer_id = due.developer_id
+           WHERE due.endpoint_rank <= $3
+         ), picked AS (
+           SELECT id FROM ranked WHERE developer_rank <= $4 ORDER BY developer_rank, next_attempt_at, id LIMIT $5
+         ), locked AS (
+           SELECT d.id FROM webhook_deliveries d
+           WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until < $1)
+           FOR UPDATE SKIP LOCKED
+         ), claimed AS (
+           UPDATE webhook_deliveries d SET lease_until = $2, updated_at = $1
+           FROM locked WHERE d.id = locked.id
+           RETURNING d.id, d.attempts, d.max_attempts, d.endpoint_id, d.event_id
+         )
+         SELECT c.id, c.attempts, c.max_attempts, e.url, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
+                ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
+         FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`,
+        [now, leaseUntil, config.webhooks.endpointConcurrency, config.webhooks.developerConcurrency, slots] as any
+      )
+    )).pipe(Effect.orDie)
+    return rows.map((r) => ({ ...r, leaseUntil }))
+  })
+
+/** Sends one claimed delivery and records the outcome and the next attempt. */
+const sendClaimed = (d: Claimed) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const webhooks = yield* Webhooks
+    const leaseUntil = d.leaseUntil
+    const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
+    const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
+    const sentAt = yield* nowMillis
+    if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
+      // too little of the lease is left to finish this send (a slow round): hand the row back
+      // unsent rather than risk another instance sending it too once the lease runs out
+      yield* sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
+      return "skipped" as const
+    }
+    const outcome = secret === undefined
+      ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
+      : yield* Effect.promise(() =>
+        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000)), {
+          timeoutMs: config.webhooks.timeoutSeconds * 1000,
+          allowPrivateHosts: config.webhooks.allowPrivateHosts
+        })
+      )
+    const at = new Date(yield* nowMillis)
+    const attempts = d.attempts + 1
+    if (outcome.ok) {
+      yield* sql`UPDATE webhook_deliveries SET status = 'delivered', attempts = ${attempts}, last_response_status = ${outcome.status},
+                   last_error = NULL, delivered_at = ${at}, lease_until = NULL, updated_at = ${at}
+                 WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+      return "delivered" as const
+    }
+    const final = attempts >= d.maxAttempts
+    const next = new Date(at.getTime() + config.webhooks.retryBaseSeconds * 1000 * 2 ** (attempts - 1))
+    yield* sql`UPDATE webhook_deliveries SET status = ${final ? "failed" : "pending"}, attempts = ${attempts},
+                 last_response_status = ${outcome.status}, last_error = ${outcome.error},
+                 next_attempt_at = ${final ? at : next}, lease_until = NULL, updated_at = ${at}
+               WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+    return "failed" as const
+  }).pipe(Effect.orDie)
+
+/** One round: claim (fairly), send all claimed at once, record. Tests drive it directly. */
 export const deliverDue = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
   const config = yield* Config
-  const webhooks = yield* Webhooks
-  const ms = yield* nowMillis
-  const now = new Date(ms)
-  const leaseUntil = new Date(ms + leaseMs(config.webhooks.timeoutSeconds))
-  const claimed = yield* sql<{
-    id: string
-    attempts: number
-    maxAttempts: number
-    url: string
-    endpointId: string
-    developerId: string
-    secretCiphertext: string
-    eventId: string
-    type: string
-    data: unknown
-    eventCreatedAt: Date
-  }>`
-    WITH due AS (
-      SELECT id FROM webhook_deliveries
-      WHERE status = 'pending' AND next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until < ${now})
-      ORDER BY next_attempt_at LIMIT ${BATCH} FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE webhook_deliveries d SET lease_until = ${leaseUntil}, updated_at = ${now}
-      FROM due WHERE d.id = due.id
-      RETURNING d.id, d.attempts, d.max_attempts, d.endpoint_id, d.event_id
-    )
-    SELECT c.id, c.attempts, c.max_attempts, e.url, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
-           ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
-    FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`.pipe(Effect.orDie)
-  let delivered = 0
-  let failedAttempts = 0
-  yield* Effect.forEach(claimed, (d) =>
-    Effect.gen(function*() {
-      const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
-      const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
-      const sentAt = yield* nowMillis
-      if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
-        // too little of the lease is left to finish this send (a slow round): hand the row back
-        // unsent rather than risk another instance sending it too once the lease runs out
-        yield* sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
-        return
-      }
-      const outcome = secret === undefined
-        ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
-        : yield* Effect.promise(() =>
-          send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000)), {
-            timeoutMs: config.webhooks.timeoutSeconds * 1000,
-            allowPrivateHosts: config.webhooks.allowPrivateHosts
-          })
-        )
-      const at = new Date(yield* nowMillis)
-      const attempts = d.attempts + 1
-      if (outcome.ok) {
-        delivered++
-        yield* sql`UPDATE webhook_deliveries SET status = 'delivered', attempts = ${attempts}, last_response_status = ${outcome.status},
-                     last_error = NULL, delivered_at = ${at}, lease_until = NULL, updated_at = ${at}
-                   WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
-      } else {
-        failedAttempts++
-        const final = attempts >= d.maxAttempts
-        const next = new Date(at.getTime() + config.webhooks.retryBaseSeconds * 1000 * 2 ** (attempts - 1))
-        yield* sql`UPDATE webhook_deliveries SET status = ${final ? "failed" : "pending"}, attempts = ${attempts},
-                     last_response_status = ${outcome.status}, last_error = ${outcome.error},
-                     next_attempt_at = ${final ? at : next}, lease_until = NULL, updated_at = ${at}
-                   WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
-      }
-    }).pipe(Effect.orDie), { concurrency: BATCH, discard: true })
-  return { claimed: claimed.length, delivered, failedAttempts } satisfies RoundResult
+  const claimed = yield* claimDue(Math.min(BATCH, config.webhooks.concurrency))
+  const outcomes = yield* Effect.forEach(claimed, sendClaimed, { concurrency: "unbounded" })
+  return {
+    claimed: claimed.length,
+    delivered: outcomes.filter((o) => o === "delivered").length,
+    failedAttempts: outcomes.filter((o) => o === "failed").length
+  } satisfies RoundResult
 })
 
 export const WorkerLive = Layer.scopedDiscard(
@@ -124,18 +194,31 @@ export const WorkerLive = Layer.scopedDiscard(
         Effect.forkScoped
       )
     }
-    const round = deliverDue.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("webhook delivery round failed").pipe(Effect.annotateLogs({ cause: String(cause).slice(0, 500) })))
-    )
+    const warn = (message: string) => (cause: unknown) =>
+      Effect.logWarning(message).pipe(Effect.annotateLogs({ cause: String(cause).slice(0, 500) }))
+    const scope = yield* Effect.scope
+    // Sends run on their own fibers: a slow receiver holds its own slot, never the loop. A send
+    // that ends frees its slot (and maybe its endpoint's or developer's share), so it wakes the loop.
+    let inFlight = 0
     yield* Effect.gen(function*() {
       for (;;) {
-        const result = yield* round
-        // a full batch means more may be due: go again at once
-        if (typeof result === "object" && result !== null && (result as RoundResult).claimed >= BATCH) continue
+        const free = config.webhooks.concurrency - inFlight
+        const claimed = yield* claimDue(free).pipe(Effect.catchAllCause((cause) => Effect.as(warn("webhook claim failed")(cause), [] as Array<Claimed>)))
+        for (const d of claimed) {
+          inFlight++
+          yield* sendClaimed(d).pipe(
+            Effect.catchAllCause(warn("webhook delivery failed")),
+            Effect.ensuring(Effect.sync(() => {
+              inFlight--
+              Queue.unsafeOffer(wake, undefined)
+            })),
+            Effect.forkIn(scope)
+          )
+        }
+        // every free slot filled: more may be due, go again at once (the sends free slots as they end)
+        if (claimed.length > 0 && claimed.length >= free) continue
         yield* Effect.race(Queue.take(wake), Effect.sleep(Duration.seconds(config.webhooks.pollIntervalSeconds)))
       }
     }).pipe(Effect.forkScoped)
   })
 )
-
-

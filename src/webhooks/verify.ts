@@ -6,10 +6,13 @@
  *   const ok = await verifyWebhook(rawBody, request.headers, secret)
  *
  * Pass the raw request body (string or bytes) exactly as received, never re-serialised JSON.
- * Checks `X-Service-Signature: sha256=<hex>` and, when present, the Standard Webhooks headers
- * (`webhook-signature: v1,<base64>` over `id.timestamp.body`, timestamp within 5 minutes).
+ * Checks `X-Service-Signature: sha256=<hex>` and the Standard Webhooks headers (`webhook-signature:
+ * v1,<base64>` over `id.timestamp.body`, timestamp at most 5 minutes away: the replay protection).
+ * A delivery without the Standard Webhooks headers is refused unless `{ bodyOnly: true }` opts
+ * into the body signature alone (decisions §19); headers that are present are checked either way.
  */
 const encoder = new TextEncoder()
+const MAX_TOLERANCE_SECONDS = 300
 
 const hmac = async (secret: string, data: Uint8Array): Promise<Uint8Array> => {
   const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
@@ -38,7 +41,13 @@ export const verifyWebhook = async (
   rawBody: string | Uint8Array,
   headers: Record<string, string | undefined> | Headers,
   secret: string,
-  options: { toleranceSeconds?: number; nowSeconds?: number } = {}
+  options: {
+    /** accept a delivery that carries only X-Service-Signature (no replay protection) */
+    bodyOnly?: boolean
+    /** how far the timestamp may be from now; at most (and by default) 300 */
+    toleranceSeconds?: number
+    nowSeconds?: number
+  } = {}
 ): Promise<boolean> => {
   const body = typeof rawBody === "string" ? encoder.encode(rawBody) : rawBody
   const given = header(headers, "x-service-signature")
@@ -47,10 +56,10 @@ export const verifyWebhook = async (
   const id = header(headers, "webhook-id")
   const timestamp = header(headers, "webhook-timestamp")
   const signatures = header(headers, "webhook-signature")
-  if (id === undefined && timestamp === undefined && signatures === undefined) return true
+  if (id === undefined && timestamp === undefined && signatures === undefined) return options.bodyOnly === true
   if (id === undefined || timestamp === undefined || signatures === undefined || !/^\d+$/.test(timestamp)) return false
   const now = options.nowSeconds ?? Math.floor(Date.now() / 1000)
-  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300)) return false
+  if (Math.abs(now - Number(timestamp)) > Math.min(options.toleranceSeconds ?? MAX_TOLERANCE_SECONDS, MAX_TOLERANCE_SECONDS)) return false
   const prefix = encoder.encode(`${id}.${timestamp}.`)
   const signed = new Uint8Array(prefix.length + body.length)
   signed.set(prefix)

@@ -37,9 +37,23 @@ describe("verifyWebhook", () => {
     // present but incomplete Standard Webhooks headers are refused
     const { "webhook-signature": _, ...partial } = h
     expect(await verifyWebhook(body, partial, secret, { nowSeconds: ts })).toBe(false)
-    // absent altogether: only X-Service-Signature is checked
+  })
+
+  test("a capture with the Standard Webhooks headers stripped is refused unless the caller opts into body-only", async () => {
+    const h = signed()
     const only = { "x-service-signature": h["x-service-signature"]! }
-    expect(await verifyWebhook(body, only, secret, { nowSeconds: ts + 10_000 })).toBe(true)
+    expect(await verifyWebhook(body, only, secret, { nowSeconds: ts })).toBe(false)
+    expect(await verifyWebhook(body, only, secret, { nowSeconds: ts + 10_000, bodyOnly: true })).toBe(true)
+    // opting in does not relax headers that are present
+    expect(await verifyWebhook(body, h, secret, { nowSeconds: ts + 301, bodyOnly: true })).toBe(false)
+    expect(await verifyWebhook(body, { ...only, "webhook-id": "evt_1" }, secret, { nowSeconds: ts, bodyOnly: true })).toBe(false)
+  })
+
+  test("the tolerance cannot be raised past 5 minutes", async () => {
+    const h = signed()
+    expect(await verifyWebhook(body, h, secret, { nowSeconds: ts + 301, toleranceSeconds: 3600 })).toBe(false)
+    expect(await verifyWebhook(body, h, secret, { nowSeconds: ts + 61, toleranceSeconds: 60 })).toBe(false)
+    expect(await verifyWebhook(body, h, secret, { nowSeconds: ts + 59, toleranceSeconds: 60 })).toBe(true)
   })
 
   test("uses the real clock by default", async () => {

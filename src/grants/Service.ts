@@ -316,7 +316,7 @@ export const GrantsServiceLive = Layer.effect(
                                                 AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
         const active = new Set(rows.map((r) => r.id))
         // revokeMany answers whole trees; only grants active before count as revoked here
-        return (yield* revokeMany(developerId, [...active])).filter((id) => active.has(id))
+        return [...new Set(yield* revokeMany(developerId, [...active]))].filter((id) => active.has(id))
       })
 
     return { agentDid, create, issueToken, find, revoke, revokeMany, revokePrincipal, tokenStatus, revokeToken }

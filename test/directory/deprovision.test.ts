@@ -129,7 +129,7 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect(form.status).toBe(403)
   const page = await form.text()
   expect(page).toContain("Not allowed")
-  expect(page).toContain("deactivated in the directory")
+  expect(page).toContain("deactivated in this organisation")
   expect((await app.query("SELECT status FROM auth_requests WHERE id = $1", [w.pendingId]))[0].status).toBe("pending")
   expect((await authorize(w)).body.code).toBe("PRINCIPAL_INACTIVE")
   expect((await newBundle(w)).body.code).toBe("PRINCIPAL_INACTIVE")

@@ -6,6 +6,7 @@ import { AuthorizationApi } from "./authorization/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
+import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
 import { ScimApi, ScimTokensApi } from "./directory/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
@@ -34,6 +35,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(WebhooksApi)
   .add(ScimTokensApi)
   .add(ScimApi)
+  .add(CredentialsApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

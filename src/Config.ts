@@ -56,6 +56,12 @@ export interface AppConfig {
   /** prefix of every Redis key (tests give each app its own) */
   readonly redisKeyPrefix: string
   readonly workersEnabled: boolean
+  /** decisions §18: the Ed25519 credential key (PEM), previous public keys, the did:web domain override */
+  readonly vc: {
+    readonly signingKey: string | undefined
+    readonly previousPublicKeys: ReadonlyArray<string>
+    readonly didWebDomain: string | undefined
+  }
 }
 
 export interface RateLimitFigures {
@@ -66,6 +72,8 @@ export interface RateLimitFigures {
   readonly containment: number
   readonly revocationStatus: number
   readonly authorizePerDeveloper: number
+  /** sign-ups per source address per clock hour */
+  readonly signupPerHour: number
   readonly scale: number
 }
 
@@ -225,6 +233,50 @@ const checkVaultKeys = (raw: string): void => {
   })
 }
 
+/** `VC_SIGNING_KEY`: an Ed25519 private key in PEM (credentials are signed EdDSA only) */
+const vcSigningKey = (env: Env, production: boolean): string | undefined => {
+  const raw = env.VC_SIGNING_KEY?.trim() ? env.VC_SIGNING_KEY.replace(/\\n/g, "\n").trim() : undefined
+  if (raw === undefined) {
+    if (production) throw new ConfigError("VC_SIGNING_KEY", "is required in production (generated keys are for development)")
+    return undefined
+  }
+  const ok = (() => {
+    try {
+      return createPrivateKey(raw).asymmetricKeyType === "ed25519"
+    } catch {
+      return false
+    }
+  })()
+  if (!ok) throw new ConfigError("VC_SIGNING_KEY", "must be a readable PEM Ed25519 private key")
+  return raw
+}
+
+/** `VC_PREVIOUS_PUBLIC_KEYS`: Ed25519 public keys (PEM) still published and accepted while their credentials live */
+const vcPreviousKeys = (raw: string | undefined): ReadonlyArray<string> => {
+  if (raw === undefined || raw.trim() === "") return []
+  const pems = raw.replace(/\\n/g, "\n").match(/-----BEGIN [A-Z ]+-----[\s\S]+?-----END [A-Z ]+-----/g)
+  if (!pems) throw new ConfigError("VC_PREVIOUS_PUBLIC_KEYS", "must hold one or more PEM Ed25519 public keys")
+  pems.forEach((pem, i) => {
+    let type: string | undefined
+    try {
+      type = createPublicKey(pem).asymmetricKeyType
+    } catch {
+      type = undefined
+    }
+    if (type !== "ed25519") throw new ConfigError("VC_PREVIOUS_PUBLIC_KEYS", `key ${i + 1} is not a readable Ed25519 public key`)
+  })
+  return pems
+}
+
+/** `DID_WEB_DOMAIN`: a host with an optional percent-encoded port, as it appears in did:web */
+const didWebDomain = (raw: string | undefined): string | undefined => {
+  if (raw === undefined || raw.trim() === "") return undefined
+  if (!/^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})(%3A\d{1,5})?(:[A-Za-z0-9._-]+)*$/.test(raw.trim())) {
+    throw new ConfigError("DID_WEB_DOMAIN", "must be a host name, e.g. auth.example.com or localhost%3A3001")
+  }
+  return raw.trim()
+}
+
 const LOG_LEVELS = ["debug", "info", "warn", "error", "none"] as const
 
 /** Reads and validates the environment. Throws ConfigError on the first bad variable. */
@@ -248,6 +300,11 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     throw new ConfigError("VAULT_ENCRYPTION_KEYS", "is required in production")
   }
   if (vaultEncryptionKeys !== undefined) checkVaultKeys(vaultEncryptionKeys)
+  const vc = {
+    signingKey: vcSigningKey(env, production),
+    previousPublicKeys: vcPreviousKeys(env.VC_PREVIOUS_PUBLIC_KEYS),
+    didWebDomain: didWebDomain(env.DID_WEB_DOMAIN)
+  }
   const port = integer(env, "PORT", 3001)
   if (port > 65535) throw new ConfigError("PORT", "must be at most 65535")
   const publicBaseUrl = (env.PUBLIC_BASE_URL?.trim()
@@ -258,6 +315,13 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   const didMethod = env.DID_METHOD?.trim() || "service"
   if (!/^[a-z0-9]+$/.test(didMethod)) throw new ConfigError("DID_METHOD", "must be lowercase letters and digits")
   const jwtIssuer = env.JWT_ISSUER?.trim() || "https://agent-auth.local"
+  // production refuses what exposes internals: private webhook receivers, a public /metrics
+  if (production && env.WEBHOOK_ALLOW_PRIVATE_HOSTS === "true") {
+    throw new ConfigError("WEBHOOK_ALLOW_PRIVATE_HOSTS", "must not be true in production")
+  }
+  if (production && !env.METRICS_TOKEN?.trim()) {
+    throw new ConfigError("METRICS_TOKEN", "is required in production (/metrics is not served publicly)")
+  }
   const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
     ? databaseUrl.slice("pglite://".length)
     : undefined
@@ -310,6 +374,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       containment: integer(env, "RATE_LIMIT_CONTAINMENT", 2000, 1),
       revocationStatus: integer(env, "RATE_LIMIT_REVOCATION_STATUS", 6000, 1),
       authorizePerDeveloper: integer(env, "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", 10, 1),
+      signupPerHour: integer(env, "RATE_LIMIT_SIGNUP_PER_HOUR", 10, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
     dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,
@@ -318,6 +383,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     dataDir,
     migrateOnStart: env.MIGRATE_ON_START !== "false",
     redisKeyPrefix: env.REDIS_KEY_PREFIX?.trim() || "aas:",
-    workersEnabled: env.WORKERS_ENABLED !== "false"
+    workersEnabled: env.WORKERS_ENABLED !== "false",
+    vc
   }
 }

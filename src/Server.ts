@@ -21,6 +21,8 @@ import { BudgetsLive } from "./budgets/Service.ts"
 import { type AppConfig, Config } from "./Config.ts"
 import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
+import { CredentialsHttp } from "./credentials/Http.ts"
+import { CredentialsLive } from "./credentials/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
 import { ScimHttp, ScimTokensHttp } from "./directory/Http.ts"
@@ -39,7 +41,9 @@ import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { EventsLive } from "./platform/Events.ts"
-import { databaseErrorsAsResponses, envelope, PreReadBody, readJsonBodyAhead } from "./platform/HttpEnvelope.ts"
+import { makeBodyReader, PreReadBody } from "./platform/Body.ts"
+import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
+import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
@@ -100,7 +104,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsLive,
     PasskeysLive,
     WebhooksLive,
-    DirectoryLive
+    DirectoryLive,
+    CredentialsLive
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -118,7 +123,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysHttp,
     WebhooksHttp,
     ScimTokensHttp,
-    ScimHttp
+    ScimHttp,
+    CredentialsHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -127,7 +133,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
     : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
-  const Docs = HttpApiScalar.layer({ path: "/docs" }).pipe(Layer.provideMerge(ApiLive))
+  const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),
     Layer.provide(loggerLayer(config.logLevel)),
@@ -157,7 +163,14 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const rt = await runtime.runtime()
   const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
   const gate = options.rateLimit === false ? (inner: any) => inner : makeGate(Api)
-  const handler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
+  const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
+  const readBody = makeBodyReader(Api)
+  // Every request's body is read (bounded) before the runtime; every response gets the common headers.
+  const handler = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> => {
+    const body = await readBody(request)
+    const response = await webHandler(request, (body === undefined ? context : Context.add(context, PreReadBody, body)) as any)
+    return withCommonHeaders(request, response)
+  }
   return {
     handler,
     run: <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>),
@@ -175,9 +188,7 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
       const peer = srv.requestIP(request)?.address
       let context = Context.empty() as Context.Context<any>
       if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
-      const body = await readJsonBodyAhead(request)
-      if (body !== undefined) context = Context.add(context, PreReadBody, body)
-      return handler(request, context as any)
+      return handler(request, context)
     }
   })
   let stopped = false

@@ -1,6 +1,7 @@
 /** Agents: registration and lookup, always scoped to the calling developer. */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
+import { Credentials } from "../credentials/Service.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import { InvalidRedirectUri, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
@@ -79,6 +80,7 @@ export const AgentsServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const grants = yield* Grants
     const notFound = () => new NotFound({ message: "Agent not found" })
+    const credentials = yield* Credentials
     const find = (developerId: string, agentId: string) =>
       sql.unsafe<AgentRecord>(
         `SELECT ${COLUMNS} FROM agents WHERE id = $1 AND developer_id = $2 AND deleted_at IS NULL`,
@@ -138,6 +140,8 @@ export const AgentsServiceLive = Layer.effect(
           if (rows.length === 0) return yield* Effect.fail(notFound())
           // the row lock taken above orders this after any bundle creation that read the agent active
           if (rows[0]!.status === "suspended") yield* revokeBundles(developerId, agentId)
+          // decisions §18: suspension bits of its credentials set (or cleared) in the same transaction
+          if (patch.status !== undefined) yield* credentials.setAgentSuspended(developerId, agentId, patch.status === "suspended", at)
           return rows[0]!
         })).pipe(Effect.catchTag("SqlError", Effect.die)),
       remove: (developerId, agentId) =>
@@ -147,6 +151,8 @@ export const AgentsServiceLive = Layer.effect(
                                   WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
           if (rows.length === 0) return yield* Effect.fail(notFound())
           yield* revokeBundles(developerId, agentId)
+          // decisions §18: a deleted agent's credentials read suspended for good (it cannot be reactivated)
+          yield* credentials.setAgentSuspended(developerId, agentId, true, at)
         })).pipe(Effect.catchTag("SqlError", Effect.die)),
       view: (a) => ({
         agentId: a.id,

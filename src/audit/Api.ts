@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound } from "../platform/Errors.ts"
+import { BoundedMetadata } from "../platform/Metadata.ts"
 
 export const AuditEntryView = Schema.Struct({
   entryId: Schema.String,
@@ -29,8 +30,9 @@ export class AuditApi extends HttpApiGroup.make("audit")
         agentDid: Text(300),
         grantId: Text(100),
         principalId: Text(200),
-        action: Text(200).pipe(Schema.pattern(/^[A-Za-z0-9_.:-]+$/, { message: () => "action is a dotted identifier" })),
-        metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+        // any non-empty action (e.g. `gmail/send`, `Send Email`); the `service.` prefix is checked by the handler
+        action: Text(200),
+        metadata: Schema.optional(BoundedMetadata),
         status: Schema.optional(Schema.Literal("success", "failure", "blocked"))
       }))
       .addSuccess(AuditEntryView, { status: 201 })

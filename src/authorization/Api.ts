@@ -5,6 +5,8 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
+import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/Api.ts"
+import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
@@ -23,7 +25,8 @@ export const TokenResponse = Schema.Struct({
   expiresAt: Schema.String,
   scopes: Schema.Array(Schema.String),
   refreshToken: Schema.String,
-  grantId: Schema.String
+  grantId: Schema.String,
+  ...IssuedCredentialFields
 })
 
 const Short = (max: number) => Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
@@ -62,7 +65,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
   )
   .add(
     HttpApiEndpoint.post("token", "/v1/token")
-      .setPayload(Schema.Struct({ code: Short(200), agentId: Short(100), codeVerifier: Schema.optional(Short(200)) }))
+      .setPayload(Schema.Struct({ code: Short(200), agentId: Short(100), codeVerifier: Schema.optional(Short(1000)) /* 43-128 checked by the handler: INVALID_GRANT */, ...CredentialRequestFields }))
       .addSuccess(TokenResponse, { status: 201 })
       .addError(BadRequest)
       .addError(BodyErrors)
@@ -128,7 +131,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
   .add(
     HttpApiEndpoint.post("passkeyVerify", "/v1/consent/:id/passkey/verify")
       .setPath(IdPath)
-      .setPayload(Schema.Struct({ challengeId: Schema.String, response: Schema.Unknown }))
+      .setPayload(Schema.Struct({ challengeId: Schema.String, response: AuthenticationResponse }))
       .addSuccess(Schema.Struct({ verified: Schema.Boolean, grantId: Schema.String, location: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
       .addError(BodyErrors)

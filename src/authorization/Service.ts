@@ -13,6 +13,7 @@ import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
 import { Principals, PrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
+import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
@@ -91,6 +92,8 @@ export interface TokenResponse {
   readonly scopes: ReadonlyArray<string>
   readonly refreshToken: string
   readonly grantId: string
+  readonly verifiableCredential?: string
+  readonly sdJwtCredential?: string
 }
 
 export interface AuthorizationService {
@@ -106,7 +109,10 @@ export interface AuthorizationService {
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
   readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
-  readonly exchangeCode: (developer: Developer, input: { code: string; agentId: string; codeVerifier?: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
+  readonly exchangeCode: (
+    developer: Developer,
+    input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
+  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
   /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
   readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
@@ -130,6 +136,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const grants = yield* Grants
     const events = yield* Events
     const principals = yield* Principals
+    const credentials = yield* Credentials
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -316,6 +323,12 @@ export const AuthorizationServiceLive = Layer.effect(
 
     const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
       Effect.gen(function*() {
+        // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
+        if (input.codeVerifier !== undefined && (input.codeVerifier.length < 43 || input.codeVerifier.length > 128)) {
+          return yield* Effect.fail(invalidGrant("codeVerifier must be 43 to 128 characters"))
+        }
+        // decisions §18: the credential asked for is checked before the code is spent
+        const wanted = yield* credentials.parseRequest(input)
         // A replay revokes the grant and must commit even though the request fails.
         const outcome = yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis
@@ -347,8 +360,11 @@ export const AuthorizationServiceLive = Layer.effect(
           if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
             return { error: "The grant is no longer active" } as const
           }
-          return { tokens: yield* issueTokens(grant, ms) } as const
-        })).pipe(Effect.orDie)
+          const tokens = yield* issueTokens(grant, ms)
+          // decisions §18: issued in the token's transaction; a failure issues nothing
+          const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
+          return { tokens: { ...tokens, ...issued } } as const
+        })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens

@@ -20,6 +20,7 @@ import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, GrantNotActive, InsufficientBudget, NotFound } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { amountProblem } from "./Amount.ts"
+import { BoundedMetadata } from "../platform/Metadata.ts"
 
 const Amount = Schema.Number.pipe(
   Schema.filter((n) => amountProblem(n) ?? true),
@@ -29,9 +30,7 @@ const GrantId = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const Currency = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_-]{1,16}$/, { message: () => "must be 1 to 16 letters, digits, '_' or '-'" })
 )
-const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
-  Schema.filter((m) => JSON.stringify(m).length <= 16_384 || "must be at most 16 KiB of JSON")
-)
+const Metadata = BoundedMetadata
 
 export const BudgetAllocation = Schema.Struct({
   id: Schema.String,

@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, PublicRouteErrors } from "../platform/Errors.ts"
+import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const Plan = Schema.Literal("free", "pro", "enterprise")
 export const Mode = Schema.Literal("live", "sandbox")
@@ -29,6 +30,7 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .addError(BodyErrors)
       .addError(Conflict)
       .addError(PublicRouteErrors)
+      .annotate(RatePolicy, { hourlyPerAddress: (figures) => figures.signupPerHour })
   )
   .add(
     HttpApiEndpoint.get("me", "/v1/me")

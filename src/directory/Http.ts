@@ -1,15 +1,14 @@
 /**
- * HTTP handlers of the directory. SCIM handlers read their own bodies (JSON sent as
- * application/scim+json or application/json, at most 1 MiB however it arrives, at most 64 levels
- * deep) and answer every outcome as application/scim+json; the gate (platform/RateLimit.ts) has
- * already authenticated the SCIM token and counted the request.
+ * HTTP handlers of the directory. SCIM handlers parse their own bodies (JSON sent as
+ * application/scim+json or application/json; platform/Body.ts has read them, within 1 MiB) and
+ * answer every outcome as application/scim+json; the gate (platform/RateLimit.ts) has already
+ * authenticated the SCIM token and counted the request.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, FiberRef, Stream } from "effect"
+import { Effect, FiberRef } from "effect"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
 import { bearerOf, CurrentDeveloper, CurrentGate, ScimTokenResolver } from "../platform/Auth.ts"
-import { MAX_BODY_BYTES } from "../platform/HttpEnvelope.ts"
 import { resourceTypes, schemas, serviceProviderConfig } from "./Discovery.ts"
 import { Groups, type GroupWithMembers } from "./Groups.ts"
 import { etagOf, ScimError, scimErrorResponse, scimFail, scimJson, versionsIn } from "./Scim.ts"
@@ -34,25 +33,8 @@ const readBody = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const type = (request.headers["content-type"] ?? "application/json").toLowerCase()
   if (!type.includes("application/json") && !type.includes("application/scim+json")) return yield* Effect.fail(scimFail.unsupportedMediaType())
-  let text: string
-  if (request.headers["content-length"] !== undefined) {
-    // the envelope refused a declared length over the limit; the body may have been read ahead
-    text = yield* request.text.pipe(Effect.mapError(() => scimFail.badRequest("invalidSyntax", "The body could not be read")))
-  } else {
-    // chunked: counted while reading
-    const chunks: Array<Uint8Array> = []
-    let size = 0
-    yield* request.stream.pipe(
-      Stream.mapError(() => scimFail.badRequest("invalidSyntax", "The body could not be read")),
-      Stream.runForEach((chunk) => {
-        size += chunk.length
-        if (size > MAX_BODY_BYTES) return Effect.fail(scimFail.tooLarge())
-        chunks.push(chunk)
-        return Effect.void
-      })
-    )
-    text = Buffer.concat(chunks).toString("utf8")
-  }
+  // read ahead by platform/Body.ts, which holds the 1 MiB limit however the body is framed
+  const text = yield* request.text.pipe(Effect.mapError(() => scimFail.badRequest("invalidSyntax", "The body could not be read")))
   let parsed: unknown
   try {
     parsed = JSON.parse(text)

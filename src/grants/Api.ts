@@ -2,6 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
+import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, DelegationDepthExceeded, InvalidScopes, InvalidToken,
@@ -52,13 +53,15 @@ export class GrantsApi extends HttpApiGroup.make("grants")
         parentGrantToken: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10000)),
         subAgentId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
         scopes: Scopes,
-        expiresIn: Schema.optional(Schema.String)
+        expiresIn: Schema.optional(Schema.String),
+        ...CredentialRequestFields
       }))
       .addSuccess(Schema.Struct({
         grantToken: Schema.String,
         expiresAt: Schema.String,
         scopes: Schema.Array(Schema.String),
-        grantId: Schema.String
+        grantId: Schema.String,
+        ...IssuedCredentialFields
       }), { status: 201 })
       .addError(BadRequest)
       .addError(InvalidToken)

@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { Agents } from "../agents/Service.ts"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
+import { Credentials } from "../credentials/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { AgentNotFound, AgentSuspended, BadRequest, DelegationDepthExceeded, InvalidScopes, InvalidToken, NotFound, ScopeEscalation } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
@@ -21,6 +22,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
     const keys = yield* Keys
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
+    const credentials = yield* Credentials
 
     return handlers
       .handle("list", ({ urlParams }) =>
@@ -69,6 +71,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
       .handle("delegate", ({ payload }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
+          const wanted = yield* credentials.parseRequest(payload) // decisions §18
           const ms = yield* nowMillis
           const claims = yield* keys.verify(payload.parentGrantToken, Math.floor(ms / 1000)).pipe(
             Effect.mapError(() => new InvalidToken({ message: "parentGrantToken is not a valid grant token" }))
@@ -103,7 +106,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
             if (seconds > MAX_GRANT_TTL_SECONDS) return yield* Effect.fail(new BadRequest({ message: "expiresIn may be at most 366 days" }))
             expiresAt = new Date(Math.min(expiresAt.getTime(), ms + seconds * 1000))
           }
-          const { grant, token } = yield* sql.withTransaction(Effect.gen(function*() {
+          const { grant, token, issued } = yield* sql.withTransaction(Effect.gen(function*() {
             // The parent is locked and checked again: a revocation that locked it first wins (this
             // answers revoked), and one that comes after finds the child under it and revokes it too.
             const [current] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${parent.id} FOR UPDATE`
@@ -119,9 +122,13 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
               delegationDepth: depth
             })
             const token = yield* grants.issueToken(grant, { parentAgt: claims.agt, parentGrnt: parent.id })
-            return { grant, token }
-          })).pipe(Effect.catchTag("SqlError", Effect.die))
-          return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id }
+            const issued = yield* credentials.issueFor(grant, wanted) // decisions §18: in the delegation's transaction
+            return { grant, token, issued }
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catchTag("GrantNoLongerActive", () => Effect.fail(new InvalidToken({ message: "parentGrantToken is revoked" })))
+          )
+          return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id, ...issued }
         }))
       .handle("verify", ({ payload }) =>
         Effect.gen(function*() {

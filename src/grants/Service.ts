@@ -6,6 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
+import { Credentials, CredentialsLive } from "../credentials/Service.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
@@ -144,6 +145,7 @@ export const GrantsServiceLive = Layer.effect(
     const keys = yield* Keys
     const events = yield* Events
     const config = yield* Config
+    const credentials = yield* Credentials
     const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
 
     const create = (input: CreateGrantInput) =>
@@ -245,6 +247,8 @@ export const GrantsServiceLive = Layer.effect(
           const revoked = [...newlyRevoked]
           yield* sql`UPDATE grants SET status = 'revoked', revoked_at = ${at} WHERE id IN ${sql.in(revoked)}`
           yield* sql`UPDATE grant_tokens SET revoked_at = ${at} WHERE grant_id IN ${sql.in(revoked)} AND revoked_at IS NULL`
+          // decisions §18: the credentials' revocation bits flip in this transaction
+          yield* credentials.revokeForGrants(developerId, revoked, at)
           for (const id of revoked) {
             // cascade: descendants were revoked by this call too (not merely present, revoked before)
             const cascade = tree.some((g) => g.parentGrantId === id && newlyRevoked.has(g.id))
@@ -324,4 +328,4 @@ export const GrantsServiceLive = Layer.effect(
 )
 
 
-export const GrantsLive = GrantsServiceLive
+export const GrantsLive = GrantsServiceLive.pipe(Layer.provideMerge(CredentialsLive))

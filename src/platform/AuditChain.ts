@@ -282,7 +282,8 @@ export const AuditChainLive = Layer.effect(
         let prevHash: string | null = null
         let checked = 0
         let lastSeq = 0
-        const pageSize = 1000
+        // pages of bounded size (metadata is at most 16 KiB each), so memory does not grow with the chain
+        const pageSize = 250
         for (;;) {
           const rows: ReadonlyArray<Row> = yield* sql<Row>`
             SELECT id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash,

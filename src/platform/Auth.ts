@@ -109,6 +109,8 @@ export interface GateState {
   /** the SCIM token that authenticated a /scim/v2 request (its developer is `developer`) */
   scimTokenId?: string
   rateHeaders?: Record<string, string>
+  /** the gate found no route for the request (metrics label it `unmatched`) */
+  unmatched?: boolean
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 

@@ -69,6 +69,8 @@ export class InvalidToken extends ApiError<InvalidToken>()("INVALID_TOKEN", 400)
 export class InvalidChallenge extends ApiError<InvalidChallenge>()("INVALID_CHALLENGE", 400) {}
 export class ReportIncomplete extends ApiError<ReportIncomplete>()("REPORT_INCOMPLETE", 400) {}
 export class InvalidRedirectUri extends ApiError<InvalidRedirectUri>()("INVALID_REDIRECT_URI", 400) {}
+/** Delegation asked for a scope the parent grant lacks (400, as clients of the published protocol expect). */
+export class ScopeEscalation extends ApiError<ScopeEscalation>()("SCOPE_ESCALATION", 400) {}
 /** A passkey ceremony that does not verify (400); a domain's TXT check is DomainVerificationFailed (422). */
 export class PasskeyVerificationFailed
   extends ApiError<PasskeyVerificationFailed>()("VERIFICATION_FAILED", 400, "PasskeyVerificationFailed")
@@ -82,7 +84,6 @@ export class PlanLimitExceeded extends ApiError<PlanLimitExceeded>()("PLAN_LIMIT
 // 403
 export class Forbidden extends ApiError<Forbidden>()("FORBIDDEN", 403) {}
 export class AgentSuspended extends ApiError<AgentSuspended>()("AGENT_SUSPENDED", 403) {}
-export class ScopeEscalation extends ApiError<ScopeEscalation>()("SCOPE_ESCALATION", 403) {}
 export class DelegationDepthExceeded extends ApiError<DelegationDepthExceeded>()("DELEGATION_DEPTH_EXCEEDED", 403) {}
 export class FidoRequired extends ApiError<FidoRequired>()("FIDO_REQUIRED", 403) {}
 export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CREDENTIAL_NOT_ALLOWED", 403) {}

@@ -26,7 +26,12 @@ export const EVENT_TYPES = [
   "scim.user.provisioned",
   "scim.user.updated",
   "scim.user.deprovisioned",
-  "scim.group.updated"
+  "scim.group.updated",
+  // decisions §18
+  "vc.issued",
+  "vc.revoked",
+  "sd-jwt.issued",
+  "sd-jwt.presented"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -7,11 +7,12 @@
  * touched, so the success path pays nothing.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Context, Effect, FiberRef, Option } from "effect"
+import { Cause, Effect, Option } from "effect"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
+import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
-import { Metrics } from "./Metrics.ts"
+import { Metrics, UNMATCHED } from "./Metrics.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -166,59 +167,6 @@ const isHtml = (response: HttpServerResponse.HttpServerResponse) =>
   (response.body._tag === "Uint8Array" && response.body.contentType.startsWith("text/html")) ||
   (response.headers["content-type"] ?? "").startsWith("text/html")
 
-/** Bodies above these sizes are refused with 413 before they are read. */
-export const MAX_BODY_BYTES = 1024 * 1024
-export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
-const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
-
-/** The consent page's own form posts: the only bodies that are not JSON. */
-const FORM_ROUTES = new Set(["/consent/approve", "/consent/deny"])
-const JSON_TYPE = /^\s*application\/([a-z0-9.-]+\+)?json\s*(;|$)/i
-
-/**
- * Every body is JSON (decisions §19): one sent as anything else (curl's `-d` defaults to a form, a
- * browser's fetch to text/plain) is refused with 415 and told which header to send, rather than read
- * as a form whose fields are all "missing". A request without a body is not concerned.
- */
-const unsupportedBody = (method: string, path: string, headers: Record<string, string | undefined>): string | undefined => {
-  if (method === "GET" || method === "HEAD" || method === "OPTIONS" || FORM_ROUTES.has(path)) return undefined
-  const length = headers["content-length"]
-  const hasBody = headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
-  const type = headers["content-type"]
-  if (!hasBody || (type !== undefined && JSON_TYPE.test(type))) return undefined
-  const sent = type === undefined ? "no Content-Type" : `Content-Type ${JSON.stringify(type.replace(/[^\x20-\x7e]/g, "").slice(0, 100))}`
-  return `The request body must be JSON sent with the header Content-Type: application/json (this request has ${sent})`
-}
-
-/**
- * A JSON body the server already read (see `readJsonBodyAhead`). The platform reads bodies through
- * a cached effect built per request with `Effect.runSync`, which under load cost about as much as
- * the rest of a small request; a body read before entering the runtime is handed over as a value.
- */
-export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBody, string>() {}
-
-/**
- * Reads a JSON body up front when its declared size is within the route's limit; otherwise (no
- * length, too large, not JSON) the request goes on untouched and is refused or read as before.
- */
-export const readJsonBodyAhead = async (request: Request): Promise<string | undefined> => {
-  if (request.method === "GET" || request.method === "HEAD") return undefined
-  const type = request.headers.get("content-type")?.toLowerCase()
-  if (type === undefined) return undefined
-  const declared = request.headers.get("content-length")
-  if (declared === null) return undefined
-  const length = Number(declared)
-  const url = request.url
-  const start = url.indexOf("/", url.indexOf("//") + 2)
-  const q = url.indexOf("?", start)
-  const path = start === -1 ? "/" : url.slice(start, q === -1 ? undefined : q)
-  // SCIM clients (Okta, Entra ID) send application/scim+json: JSON too, read the same way
-  if (!type.includes("application/json") && !(type.includes("application/scim+json") && isScimPath(path))) return undefined
-  if (!(length >= 0) || length > maxBodyBytes(path)) return undefined
-  // a body that cannot be read (the client went away) fails later as a bad request, as before
-  return request.text().catch(() => undefined)
-}
-
 /** Connection-level database failures (server away, restarting, pool timeout) as opposed to bugs. */
 export const isDatabaseUnavailable = (cause: Cause.Cause<unknown>): boolean => {
   for (const defect of [...Cause.defects(cause), ...Cause.failures(cause)]) {
@@ -263,6 +211,12 @@ export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
     return Effect.failCause(cause)
   })
 
+/** The answer to a body the reader refused (too large, not JSON, nested too deep), before any work. */
+const bodyRefusal = (verdict: Extract<BodyVerdict, { _tag: "Refused" }>, requestId: string, path: string) => {
+  const code = verdict.status === 413 ? "PAYLOAD_TOO_LARGE" : verdict.status === 415 ? "UNSUPPORTED_MEDIA_TYPE" : validationCode(path)
+  return errorResponse(verdict.status, code, verdict.message, requestId)
+}
+
 /**
  * The platform sends a response from inside the app (before a middleware sees its result), so
  * rewriting goes through a pre-response handler registered for this request's fiber.
@@ -276,21 +230,17 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const url = request.url
     const q = url.indexOf("?")
     const path = q === -1 ? url : url.slice(0, q)
-    // Oversized bodies are refused before anything reads them.
-    const length = Number(request.headers["content-length"] ?? 0)
-    if (length > maxBodyBytes(path)) {
-      const tooLarge = errorResponse(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes(path)} bytes`, requestId)
-      return isScimPath(path) ? scimError(tooLarge, requestId, path) : tooLarge
-    }
-    const unsupported = unsupportedBody(request.method, path, request.headers)
-    if (unsupported !== undefined) {
-      const refused = errorResponse(415, "UNSUPPORTED_MEDIA_TYPE", unsupported, requestId)
-      return isScimPath(path) ? scimError(refused, requestId, path) : refused
-    }
     const preRead = yield* Effect.serviceOption(PreReadBody)
     if (preRead._tag === "Some") {
+      const verdict = preRead.value
+      if (verdict._tag === "Refused") {
+        const refusal = bodyRefusal(verdict, requestId, path)
+        const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
+        metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
+        return refused
+      }
       // the web request's own body effect, already answered (field of @effect/platform's request)
-      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(preRead.value)
+      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(verdict.text)
     }
     const state: GateState = { requestId }
     let observed = false
@@ -306,7 +256,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       if (!observed) {
         observed = true
         const seconds = (performance.now() - started) / 1000
-        metrics.observe(request.method, path, out.status, seconds)
+        // a path no route serves is one series, whatever was asked for
+        metrics.observe(request.method, state.unmatched && out.status >= 400 ? UNMATCHED : path, out.status, seconds)
       }
       return out
     }

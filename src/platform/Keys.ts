@@ -1,13 +1,16 @@
 /**
  * Keys: the RS256 signing key, the published JWKS and grant-token signing and verification.
  *
- * The key comes from RSA_PRIVATE_KEY, or is generated when AUTO_GENERATE_KEYS=true (development).
+ * The key comes from RSA_PRIVATE_KEY, or is generated when AUTO_GENERATE_KEYS=true (development; with
+ * an embedded database directory it is kept there, see `dataDirSigningKey`).
  * `kid` is the RFC 7638 thumbprint. Previous public keys (RSA_PREVIOUS_PUBLIC_KEYS) stay in the
  * JWKS and keep verifying, so a rotation never breaks tokens already issued.
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, verify as cryptoVerify } from "node:crypto"
 import * as jose from "jose"
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { Config } from "../Config.ts"
 
 export interface PublicJwk {
@@ -160,11 +163,32 @@ export const makeKeys = async (options: {
   }
 }
 
+/**
+ * The generated signing key of the embedded mode, kept in `<dataDir>/signing.key` (0600) like the
+ * vault key: created once, then reused, so tokens issued before a restart still verify.
+ */
+export const dataDirSigningKey = (dataDir: string): string => {
+  const path = join(dataDir, "signing.key")
+  if (existsSync(path)) return readFileSync(path, "utf8")
+  mkdirSync(dataDir, { recursive: true })
+  const pem = generateRsaPrivateKeyPem()
+  try {
+    writeFileSync(path, pem, { mode: 0o600, flag: "wx" })
+  } catch (e) {
+    // another process created it first: use theirs
+    if ((e as { code?: string }).code === "EEXIST") return readFileSync(path, "utf8")
+    throw e
+  }
+  chmodSync(path, 0o600)
+  return pem
+}
+
 export const KeysLive = Layer.effect(
   Keys,
   Effect.gen(function*() {
     const config = yield* Config
-    const privateKeyPem = config.rsaPrivateKey ?? generateRsaPrivateKeyPem()
+    const privateKeyPem = config.rsaPrivateKey ??
+      (config.dataDir !== undefined ? dataDirSigningKey(config.dataDir) : generateRsaPrivateKeyPem())
     return yield* Effect.promise(() =>
       makeKeys({ privateKeyPem, previousPublicKeys: config.rsaPreviousPublicKeys, issuer: config.jwtIssuer })
     )

@@ -15,8 +15,11 @@ export interface MetricsService {
 
 export class Metrics extends Context.Tag("agent-auth/Metrics")<Metrics, MetricsService>() {}
 
+/** the route label of every request no route matched */
+export const UNMATCHED = "unmatched"
+
 const templateOf = (path: string): string =>
-  path
+  path === UNMATCHED ? path : path
     .split("/")
     .map((segment) =>
       /^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$/.test(segment) || /^\d+$/.test(segment) || segment.length > 40 ? ":id" : segment

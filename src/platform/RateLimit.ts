@@ -36,6 +36,8 @@ export interface RatePolicyValue {
   readonly grantToken?: boolean
   /** /scim/v2: authenticates with a SCIM token, limited per token and per developer, never the plan budget */
   readonly scimToken?: boolean
+  /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
+  readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
 }
 
 /** decisions §11: SCIM requests per token per minute; a developer's SCIM traffic is capped at two tokens' worth */
@@ -45,6 +47,7 @@ export const SCIM_PER_DEVELOPER = 1_200
 export class RatePolicy extends Context.Tag("agent-auth/RatePolicy")<RatePolicy, RatePolicyValue>() {}
 
 const WINDOW_MS = 60_000
+const HOUR_MS = 3_600_000
 
 interface CompiledRoute {
   readonly id: string
@@ -107,12 +110,12 @@ interface Reported {
   readonly resetSeconds: number
 }
 
-const rateHeaders = (r: Reported, retry: boolean): Record<string, string> => {
+const rateHeaders = (r: Reported, retry: boolean, windowSeconds = 60): Record<string, string> => {
   const headers: Record<string, string> = {
     "x-ratelimit-limit": String(r.limit),
     "x-ratelimit-remaining": String(Math.max(0, r.remaining)),
     "x-ratelimit-reset": String(r.resetSeconds),
-    "ratelimit-policy": `"${r.name}";q=${r.limit};w=60`,
+    "ratelimit-policy": `"${r.name}";q=${r.limit};w=${windowSeconds}`,
     "ratelimit": `"${r.name}";r=${Math.max(0, r.remaining)};t=${r.resetSeconds}`
   }
   if (retry) headers["retry-after"] = String(r.resetSeconds)
@@ -171,6 +174,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
 
       // the envelope's record of this request, filled in place (a gate used alone makes its own)
       const state: GateState = gate ?? { requestId }
+      if (route === undefined) state.unmatched = true
       let developer: Developer | undefined
       let unauthorized = false
       const bearer = bearerOf(request.headers["authorization"])
@@ -260,6 +264,25 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           ? `Too many requests to this route; ${wait}`
           : `Rate limit exceeded; ${wait}`
         return errorResponse(429, check.code, message, requestId, rateHeaders(reported, true))
+      }
+      if (policy.hourlyPerAddress !== undefined) {
+        // its own window (a clock hour) and expiry, so a separate round trip; only for admitted requests
+        const hourStart = now - (now % HOUR_MS)
+        const hourly = { key: `${prefix}rl:hour:${routeId}:addr:${address}:${hourStart}`, limit: scaled(policy.hourlyPerAddress(figures)) }
+        const hit = yield* counters.hit([hourly], HOUR_MS * 2).pipe(Effect.either)
+        if (hit._tag === "Left") {
+          yield* Effect.logWarning("rate limit store unavailable").pipe(Effect.annotateLogs({ requestId, route: routeId }))
+          return errorResponse(503, "RATE_LIMIT_UNAVAILABLE", "Rate limiter unavailable; try again shortly", requestId)
+        }
+        const reported = {
+          name: "hourly",
+          limit: hourly.limit,
+          remaining: hourly.limit - hit.right.counts[0]!,
+          resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000))
+        }
+        if (hit.right.rejectedBy >= 0) {
+          return errorResponse(429, "RATE_LIMITED", "Too many requests from this address this hour; try again later", requestId, rateHeaders({ ...reported, remaining: 0 }, true, 3600))
+        }
       }
       // Report the per-developer budget on API-key requests, else the route limiter (the only
       // window of a request refused for its credentials: decisions §6, headers on every answer).

@@ -8,6 +8,7 @@ import {
 } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { BoundedMetadata } from "../platform/Metadata.ts"
 
 const Secret = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(16_384))
 const Identifier = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
@@ -21,9 +22,7 @@ const Timestamp = Schema.String.pipe(
     message: () => "must be an ISO 8601 timestamp with a time zone"
   })
 )
-const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
-  Schema.filter((m) => JSON.stringify(m).length <= 16_384, { message: () => "must be at most 16384 characters as JSON" })
-)
+const Metadata = BoundedMetadata
 
 export const StoreCredential = Schema.Struct({
   principalId: Identifier,

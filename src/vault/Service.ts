@@ -160,7 +160,7 @@ const postForm = async (
     signal.addEventListener("abort", () => reject(Object.assign(new Error("timed out"), { name: "TimeoutError" })), { once: true })
   )
   const resolved = await Promise.race([resolvePublic(target.hostname), timedOut])
-  if (!resolved.ok) throw new RefreshFailure(`token endpoint ${resolved.reason}`)
+  if (!resolved.ok) throw new RefreshFailure(`token endpoint: ${resolved.reason}`)
   return requestPinned(target, resolved.address, form, headers, { timeoutMs: REFRESH_TIMEOUT_MS, signal, maxBodyBytes: MAX_UPSTREAM_ANSWER_BYTES })
 }
 

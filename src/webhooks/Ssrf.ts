@@ -82,20 +82,27 @@ export const checkReceiverUrl = (raw: string, allowPrivateHosts: boolean): UrlCh
   return { ok: true, url }
 }
 
+/**
+ * One text for every refusal at connection time: a host that does not resolve and one that resolves
+ * somewhere private must look the same to the caller, or the service answers DNS questions about
+ * the inside of its network.
+ */
+export const NOT_ALLOWED_OR_UNREACHABLE = "receiver not allowed or unreachable"
+
 /** Resolves the host; every address must be public. Returns the address to connect to. */
 export const resolvePublic = async (host: string): Promise<{ ok: true; address: string; family: number } | { ok: false; reason: string }> => {
   const bare = host.replace(/^\[|\]$/g, "")
   if (isIP(bare) !== 0) {
-    return isPublicAddress(bare) ? { ok: true, address: bare, family: isIP(bare) } : { ok: false, reason: "address is not public" }
+    return isPublicAddress(bare) ? { ok: true, address: bare, family: isIP(bare) } : { ok: false, reason: NOT_ALLOWED_OR_UNREACHABLE }
   }
   let addresses: Array<{ address: string; family: number }>
   try {
     addresses = await lookup(bare, { all: true, verbatim: true })
   } catch {
-    return { ok: false, reason: "host does not resolve" }
+    return { ok: false, reason: NOT_ALLOWED_OR_UNREACHABLE }
   }
-  if (addresses.length === 0) return { ok: false, reason: "host does not resolve" }
+  if (addresses.length === 0) return { ok: false, reason: NOT_ALLOWED_OR_UNREACHABLE }
   const bad = addresses.find((a) => !isPublicAddress(a.address))
-  if (bad) return { ok: false, reason: "host resolves to a private or local address" }
+  if (bad) return { ok: false, reason: NOT_ALLOWED_OR_UNREACHABLE }
   return { ok: true, address: addresses[0]!.address, family: addresses[0]!.family }
 }

@@ -186,6 +186,11 @@ describe("authorization flow", () => {
     expect((await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: code2, agentId, codeVerifier: "wrong" } })).status).toBe(400)
     const auth3 = await authorize({ codeChallenge: challenge })
     const code3 = (await app.request("POST", `/v1/consent/${auth3.body.authRequestId}/approve`)).body.code
+    // RFC 7636 lengths: 42 and 129 characters are refused before the code is used (it still works after)
+    for (const wrongLength of ["v".repeat(42), "v".repeat(129), "v".repeat(300)]) {
+      const refused = await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: code3, agentId, codeVerifier: wrongLength } })
+      expect([refused.status, refused.body.code, refused.body.message]).toEqual([400, "INVALID_GRANT", "codeVerifier must be 43 to 128 characters"])
+    }
     expect((await app.request("POST", "/v1/token", { apiKey: dev.apiKey, body: { code: code3, agentId, codeVerifier: verifier } })).status).toBe(201)
   })
 

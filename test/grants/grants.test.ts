@@ -72,7 +72,7 @@ describe("delegation", () => {
   test("scopes must be a subset; expiry is capped at the parent's; cascade revokes depth 3", async () => {
     const root = await issueGrant(app, { developerId: dev.developerId, agentId, scopes: ["email:read", "calendar:read"], expiresInSeconds: 3600 })
     const escalate = await delegate(root.token.grantToken, { scopes: ["email:write"] })
-    expect(escalate.status).toBe(403)
+    expect(escalate.status).toBe(400)
     expect(escalate.body.code).toBe("SCOPE_ESCALATION")
 
     const child = await delegate(root.token.grantToken, { expiresIn: "30d" })

@@ -101,6 +101,8 @@ export const startTestApp = async (options: TestAppOptions = {}): Promise<TestAp
     LOG_LEVEL: "none",
     WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
     REDIS_KEY_PREFIX: redisKeyPrefix,
+    // tests sign up many developers from one address; the sign-up limit has its own test
+    RATE_LIMIT_SIGNUP_PER_HOUR: "100000",
     ...options.env
   })
   // The clock is set before any layer starts, so scheduled fibers begin at the test's start time

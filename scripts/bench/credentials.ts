@@ -1,0 +1,85 @@
+/**
+ * Issue 26: what verifiable credentials cost (decisions §18), each figure next to its floor in the
+ * same run, rounds alternating so background load falls on both alike:
+ * - POST /v1/token with credentialFormat "vc-jwt" against a plain token issue (target: at most 1.5×
+ *   the cost, i.e. at least 2/3 of the plain rate);
+ * - GET /v1/credentials/status/:listId against the service's HTTP floor, GET /v1/me (API-key
+ *   authentication and the limiter, a constant body; target ≥ 70%), and the exempt constant JWKS.
+ */
+import { load, postJson, row, startBenchServer } from "./support.ts"
+
+export async function run() {
+  const server = await startBenchServer()
+  try {
+    const json = postJson(server.url)
+    const { apiKey } = await json("/v1/signup", { name: "bench", mode: "sandbox" })
+    const agent = await json("/v1/agents", { name: "bench", scopes: ["email:read"] }, apiKey)
+    const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" }
+    // codes made ahead (16 at a time), so the measurement is the exchange alone
+    const makeCodes = async (n: number) => {
+      const codes: Array<string> = []
+      while (codes.length < n) {
+        const batch = await Promise.all(Array.from({ length: 16 }, () =>
+          json("/v1/authorize", { agentId: agent.agentId, principalId: "p", scopes: ["email:read"] }, apiKey).then((r) => r.code as string)))
+        codes.push(...batch)
+      }
+      return codes
+    }
+    const exchange = (codes: Array<string>, extra: Record<string, unknown>) => {
+      let next = 0
+      return () => {
+        const code = codes[next++]
+        if (code === undefined) return Promise.resolve(true)
+        return fetch(`${server.url}/v1/token`, { method: "POST", headers, body: JSON.stringify({ code, agentId: agent.agentId, ...extra }) })
+          .then(async (r) => (await r.arrayBuffer(), r.status === 201))
+      }
+    }
+    const seconds = 1.5
+    const plainRuns = [], vcRuns = []
+    let listUrl = ""
+    for (let round = 0; round < 2; round++) {
+      const plainCodes = await makeCodes(1200)
+      plainRuns.push(await load(exchange(plainCodes, {}), { seconds, warmupSeconds: 0 }))
+      const vcCodes = await makeCodes(1200)
+      vcRuns.push(await load(exchange(vcCodes, { credentialFormat: "vc-jwt" }), { seconds, warmupSeconds: 0 }))
+      if (plainCodes.length - plainRuns[round]!.requests < 50 || vcCodes.length - vcRuns[round]!.requests < 50) console.log("  (codes ran out: raise makeCodes)")
+    }
+    const sample = await json("/v1/token", { code: (await makeCodes(1))[0], agentId: agent.agentId, credentialFormat: "vc-jwt" }, apiKey)
+    listUrl = JSON.parse(Buffer.from(sample.verifiableCredential.split(".")[1], "base64url").toString()).credentialStatus[0].statusListCredential
+    const listPath = new URL(listUrl).pathname
+
+    const get = (path: string, h: Record<string, string> = {}) => () =>
+      fetch(server.url + path, { headers: h }).then(async (r) => (await r.arrayBuffer(), r.ok))
+    const floorRuns = [], jwksRuns = [], listRuns = []
+    for (let round = 0; round < 2; round++) {
+      floorRuns.push(await load(get("/v1/me", { authorization: `Bearer ${apiKey}` }), { seconds: 2 }))
+      jwksRuns.push(await load(get("/.well-known/jwks.json"), { seconds: 2 }))
+      listRuns.push(await load(get(listPath), { seconds: 2 }))
+    }
+    const mean = (xs: Array<{ perSecond: number }>) => Math.round(xs.reduce((a, r) => a + r.perSecond, 0) / xs.length)
+    const meanP = (xs: Array<{ p50Ms: number; p99Ms: number }>) =>
+      `${(xs.reduce((a, r) => a + r.p50Ms, 0) / xs.length).toFixed(2)} / ${(xs.reduce((a, r) => a + r.p99Ms, 0) / xs.length).toFixed(2)}`
+    const plain = mean(plainRuns), vc = mean(vcRuns)
+    const floor = mean(floorRuns), jwks = mean(jwksRuns), list = mean(listRuns)
+    const costRatio = plain / vc
+    const errors = [...plainRuns, ...vcRuns, ...listRuns].reduce((a, r) => a + r.errors, 0)
+    row("POST /v1/token (plain) req/s", plain)
+    row("  p50 / p99 ms", meanP(plainRuns))
+    row("POST /v1/token credentialFormat vc-jwt req/s", vc, plain, costRatio <= 1.5 ? `PASS (cost ${costRatio.toFixed(2)}× ≤ 1.5×)` : `FAIL (cost ${costRatio.toFixed(2)}×)`)
+    row("  p50 / p99 ms", meanP(vcRuns))
+    row("HTTP floor: GET /v1/me req/s", floor)
+    row("GET /.well-known/jwks.json (exempt, constant) req/s", jwks)
+    row("GET /v1/credentials/status/:listId req/s", list, floor, list >= 0.7 * floor ? `PASS (${Math.round((100 * list) / floor)}% ≥ 70%)` : `FAIL (${Math.round((100 * list) / floor)}%)`)
+    row("  p50 / p99 ms", meanP(listRuns))
+    row("  errors", errors)
+    return {
+      plainPerSecond: plain, vcJwtPerSecond: vc, costRatio: Number(costRatio.toFixed(2)),
+      httpFloorPerSecond: floor, jwksPerSecond: jwks, statusListPerSecond: list,
+      statusListPercentOfFloor: Math.round((100 * list) / floor), errors
+    }
+  } finally {
+    await server.stop()
+  }
+}
+
+if (import.meta.main) await run()

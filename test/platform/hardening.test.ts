@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ConfigError, loadConfig } from "../../src/Config.ts"
 import { AuditChain } from "../../src/platform/AuditChain.ts"
+import { generateEd25519Pem } from "../../src/credentials/Keys.ts"
 import { startTestApp, type TestApp, testPrivateKey, usingRealPostgres } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 
@@ -98,7 +99,8 @@ describe("production configuration", () => {
     REDIS_URL: "memory://",
     RSA_PRIVATE_KEY: testPrivateKey(),
     VAULT_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString("base64")}`,
-    METRICS_TOKEN: "metrics-secret"
+    METRICS_TOKEN: "metrics-secret",
+    VC_SIGNING_KEY: generateEd25519Pem()
   }
   const refusal = (env: Record<string, string | undefined>) => {
     try {

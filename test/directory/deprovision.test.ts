@@ -140,3 +140,32 @@ test("principals the directory does not know are not restricted", async () => {
   const res = await app.request("POST", "/v1/authorize", { apiKey: w.c.apiKey, body: { agentId: w.agentId, principalId: "nobody@example.com", scopes: ["email:read"] } })
   expect(res.status).toBe(201)
 })
+
+test("deprovisioning is one transaction: a revocation that fails leaves the user active and nothing revoked or emitted", async () => {
+  const c = await scimClient(app)
+  const agentId = await createAgent(app, c.developerId, ["email:read"])
+  const user = (await c.send("POST", "/Users", newUser("Carol@Example.com"))).body
+  const grants = await Promise.all([1, 2].map(() =>
+    issueGrant(app, { developerId: c.developerId, agentId, principalId: "Carol@Example.com", scopes: ["email:read"] })))
+  // revoking the second grant fails (an injected database error) in the middle of the deprovisioning
+  await app.query(`CREATE FUNCTION fail_carol() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF NEW.status = 'revoked' AND NEW.id = '${grants[1]!.grant.id}' THEN RAISE EXCEPTION 'injected'; END IF; RETURN NEW; END $$`)
+  await app.query("CREATE TRIGGER fail_carol BEFORE UPDATE ON grants FOR EACH ROW EXECUTE FUNCTION fail_carol()")
+  try {
+    const off = await c.send("PATCH", `/Users/${user.id}`, patch({ op: "replace", value: { active: false } }))
+    expect([off.status, off.body.schemas]).toEqual([500, ["urn:ietf:params:scim:api:messages:2.0:Error"]])
+  } finally {
+    await app.query("DROP TRIGGER fail_carol ON grants")
+    await app.query("DROP FUNCTION fail_carol()")
+  }
+  const after = await c.send("GET", `/Users/${user.id}`)
+  expect([after.body.active, after.body.meta.version]).toEqual([true, 'W/"1"'])
+  const statuses = await app.query("SELECT status FROM grants WHERE principal_id = 'Carol@Example.com' AND developer_id = $1", [c.developerId])
+  expect(statuses.map((g) => g.status)).toEqual(["active", "active"])
+  const emitted = await app.query("SELECT type FROM events WHERE developer_id = $1 AND type IN ('grant.revoked', 'scim.user.updated', 'scim.user.deprovisioned')", [c.developerId])
+  expect(emitted).toEqual([])
+  // once the fault is gone, the same request deprovisions
+  const retry = await c.send("PATCH", `/Users/${user.id}`, patch({ op: "replace", value: { active: false } }))
+  expect(retry.status).toBe(200)
+  expect((await events({ c } as World, "scim.user.deprovisioned"))[0]!.data.revokedGrants).toBe(2)
+})

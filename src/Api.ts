@@ -14,6 +14,7 @@ import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
+import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
 import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
@@ -36,6 +37,9 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(ScimTokensApi)
   .add(ScimApi)
   .add(CredentialsApi)
+  .add(PrincipalSessionsApi)
+  .add(PrincipalApi)
+  .add(PermissionsPageApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

@@ -3,7 +3,8 @@
  * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
  */
 import { Context, Layer } from "effect"
-import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
+import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from "node:crypto"
+import { readFileSync } from "node:fs"
 import { BlockList, isIP } from "node:net"
 
 export class ConfigError extends Error {
@@ -28,6 +29,8 @@ export interface AppConfig {
   readonly didMethod: string
   readonly maxDelegationDepth: number
   readonly webauthn: { readonly rpId: string; readonly origin: string; readonly rpName: string }
+  /** attestation trust anchors (decisions §17): root certificates and local metadata statements */
+  readonly webauthnTrust: { readonly roots: ReadonlyArray<string>; readonly statements: ReadonlyArray<Record<string, unknown>> }
   readonly webhooks: {
     readonly allowPrivateHosts: boolean
     readonly pollIntervalSeconds: number
@@ -208,6 +211,48 @@ const checkOrigin = (origin: string): string => {
   return url.origin
 }
 
+/**
+ * `WEBAUTHN_ATTESTATION_ROOTS` (PEM certificates, inline or a file path) and `WEBAUTHN_MDS_STATEMENTS`
+ * (a JSON array of FIDO metadata statements, inline or a file path): the only trust anchors an
+ * attestation policy with an AAGUID allow-list can rely on (the FIDO MDS is not reachable).
+ */
+const webauthnTrust = (env: Env): AppConfig["webauthnTrust"] => {
+  const read = (name: string): string | undefined => {
+    const raw = env[name]?.trim()
+    if (!raw) return undefined
+    if (raw.startsWith("-----BEGIN")) return raw.replace(/\\n/g, "\n")
+    if (raw.startsWith("[")) return raw
+    try {
+      return readFileSync(raw, "utf8")
+    } catch {
+      throw new ConfigError(name, "must be the value itself or a readable file")
+    }
+  }
+  const rootsText = read("WEBAUTHN_ATTESTATION_ROOTS")
+  const roots = rootsText?.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  if (rootsText !== undefined && roots.length === 0) throw new ConfigError("WEBAUTHN_ATTESTATION_ROOTS", "must hold PEM certificates")
+  for (const pem of roots) {
+    try {
+      new X509Certificate(pem)
+    } catch {
+      throw new ConfigError("WEBAUTHN_ATTESTATION_ROOTS", "holds a certificate that does not parse")
+    }
+  }
+  const statementsText = read("WEBAUTHN_MDS_STATEMENTS")
+  let statements: Array<Record<string, unknown>> = []
+  if (statementsText !== undefined) {
+    try {
+      statements = JSON.parse(statementsText)
+    } catch {
+      throw new ConfigError("WEBAUTHN_MDS_STATEMENTS", "must be a JSON array of metadata statements")
+    }
+    if (!Array.isArray(statements) || statements.some((s) => typeof s !== "object" || s === null || typeof s.aaguid !== "string")) {
+      throw new ConfigError("WEBAUTHN_MDS_STATEMENTS", "must be a JSON array of metadata statements, each with an aaguid")
+    }
+  }
+  return { roots, statements }
+}
+
 /** `DNS_RESOLVER`: an IP address with an optional port (`1.1.1.1`, `127.0.0.1:5353`, `[::1]:53`): what the resolver accepts */
 const checkResolver = (raw: string): string => {
   const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(raw)
@@ -346,6 +391,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       origin: env.WEBAUTHN_ORIGIN?.trim() ? checkOrigin(env.WEBAUTHN_ORIGIN.trim()) : new URL(publicBaseUrl).origin,
       rpName: env.WEBAUTHN_RP_NAME?.trim() || "agent-auth-service"
     },
+    webauthnTrust: webauthnTrust(env),
     webhooks: {
       allowPrivateHosts: boolean(env, "WEBHOOK_ALLOW_PRIVATE_HOSTS"),
       pollIntervalSeconds: positiveNumber(env, "WEBHOOK_POLL_INTERVAL_SECONDS", 30),

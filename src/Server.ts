@@ -36,6 +36,9 @@ import { OfflineSyncLive } from "./offline-sync/Service.ts"
 import { PasskeysHttp } from "./passkeys/Http.ts"
 import { PasskeysLive } from "./passkeys/Service.ts"
 import { ApiKeysLive, AuthenticationLive } from "./platform/Auth.ts"
+import { PermissionsPageHttp, PrincipalHttp, PrincipalSessionsHttp } from "./principals/Http.ts"
+import { PrincipalsLive } from "./principals/Service.ts"
+import { ChallengeCleanupLive } from "./passkeys/Cleanup.ts"
 import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
@@ -105,7 +108,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysLive,
     WebhooksLive,
     DirectoryLive,
-    CredentialsLive
+    CredentialsLive,
+    PrincipalsLive.pipe(Layer.provide(GrantsLive))
   ).pipe(Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -124,7 +128,10 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     WebhooksHttp,
     ScimTokensHttp,
     ScimHttp,
-    CredentialsHttp
+    CredentialsHttp,
+    PrincipalSessionsHttp,
+    PrincipalHttp,
+    PermissionsPageHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -132,7 +139,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker, ChallengeCleanupLive)
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),

@@ -11,7 +11,7 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
-import { Principals, PrincipalsLive } from "../directory/Principals.ts"
+import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
@@ -135,7 +135,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
-    const principals = yield* Principals
+    const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
 
     const loadRequest = (id: string, lock = false) =>
@@ -410,4 +410,4 @@ export const AuthorizationServiceLive = Layer.effect(
   })
 )
 
-export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, PrincipalsLive)))
+export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, DirectoryPrincipalsLive)))

@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
-import { Principals, PrincipalsLive } from "../directory/Principals.ts"
+import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
@@ -138,7 +138,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const grants = yield* Grants
-    const principals = yield* Principals
+    const principals = yield* DirectoryPrincipals
     const keys = yield* Keys
     const events = yield* Events
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
@@ -335,4 +335,4 @@ export const ConsentBundlesServiceLive = Layer.effect(
   })
 )
 
-export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(Layer.merge(GrantsLive, PrincipalsLive)))
+export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(Layer.merge(GrantsLive, DirectoryPrincipalsLive)))

@@ -19,7 +19,7 @@ export interface DirectoryPrincipal {
   readonly groups: ReadonlyArray<{ readonly id: string; readonly displayName: string }>
 }
 
-export interface PrincipalsService {
+export interface DirectoryPrincipalsService {
   /** the live directory user behind a principal, with its groups; undefined when the directory does not know it */
   readonly describe: (developerId: string, principalId: string) => Effect.Effect<DirectoryPrincipal | undefined>
   readonly isInactive: (developerId: string, principalId: string) => Effect.Effect<boolean>
@@ -27,10 +27,10 @@ export interface PrincipalsService {
   readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
 }
 
-export class Principals extends Context.Tag("agent-auth/Principals")<Principals, PrincipalsService>() {}
+export class DirectoryPrincipals extends Context.Tag("agent-auth/DirectoryPrincipals")<DirectoryPrincipals, DirectoryPrincipalsService>() {}
 
-export const PrincipalsLive = Layer.effect(
-  Principals,
+export const DirectoryPrincipalsLive = Layer.effect(
+  DirectoryPrincipals,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const isInactive = (developerId: string, principalId: string) =>
@@ -43,7 +43,7 @@ export const PrincipalsLive = Layer.effect(
     const requireActive = (developerId: string, principalId: string) =>
       Effect.flatMap(isInactive(developerId, principalId), (inactive) =>
         inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void)
-    const describe: PrincipalsService["describe"] = (developerId, principalId) =>
+    const describe: DirectoryPrincipalsService["describe"] = (developerId, principalId) =>
       Effect.gen(function*() {
         const [user] = yield* sql<{ id: string; userName: string; externalId: string | null; active: boolean }>`
           SELECT id, user_name, external_id, active FROM scim_users

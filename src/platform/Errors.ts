@@ -105,6 +105,15 @@ export class GrantNotActive extends ApiError<GrantNotActive>()("GRANT_NOT_ACTIVE
 // 410
 export class Gone extends ApiError<Gone>()("GONE", 410) {}
 export class RequestNotPending extends ApiError<RequestNotPending>()("REQUEST_NOT_PENDING", 410) {}
+// passkey management and principal sessions (decisions §12, §17)
+export class TooManyCredentials extends ApiError<TooManyCredentials>()("TOO_MANY_CREDENTIALS", 409) {}
+export class UnknownCredential extends ApiError<UnknownCredential>()("UNKNOWN_CREDENTIAL", 403) {}
+export class AuthenticatorNotAllowed extends ApiError<AuthenticatorNotAllowed>()("AUTHENTICATOR_NOT_ALLOWED", 403) {}
+export class AttestationAnchorsRequired extends ApiError<AttestationAnchorsRequired>()("ATTESTATION_ANCHORS_REQUIRED", 422) {}
+/** A genuine passkey signature whose counter did not grow: a cloned authenticator (403, decisions §17). */
+export class PasskeyCounterRegressed
+  extends ApiError<PasskeyCounterRegressed>()("VERIFICATION_FAILED", 403, "PasskeyCounterRegressed")
+{}
 // 422
 export class InvalidScopes extends ApiError<InvalidScopes>()("INVALID_SCOPES", 422) {}
 export class InvalidTtl extends ApiError<InvalidTtl>()("INVALID_TTL", 422) {}
@@ -141,6 +150,7 @@ export type ApiFailure =
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge
+  | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------
 

@@ -31,7 +31,12 @@ export const EVENT_TYPES = [
   "vc.issued",
   "vc.revoked",
   "sd-jwt.issued",
-  "sd-jwt.presented"
+  "sd-jwt.presented",
+  // principal sessions and passkey management (decisions §12, §17)
+  "principal.grant_revoked",
+  "fido.registered",
+  "fido.assertion",
+  "fido.credential.deleted"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

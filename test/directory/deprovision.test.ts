@@ -82,8 +82,9 @@ test("Okta's deactivation revokes every grant of the principal (cascade, bundle)
   const [request] = await app.query("SELECT status FROM auth_requests WHERE id = $1", [w.pendingId])
   expect(request.status).toBe("denied")
   // bob's passkeys are gone (reactivation restores nothing); ann's stay
-  const passkeys = await app.query("SELECT principal_id AS p FROM webauthn_credentials WHERE developer_id = $1", [w.c.developerId])
+  const passkeys = await app.query("SELECT principal_id AS p FROM webauthn_credentials WHERE developer_id = $1 AND deleted_at IS NULL", [w.c.developerId])
   expect(passkeys.map((r) => r.p)).toEqual(["ann@example.com"])
+  expect(await events(w, "fido.credential.deleted")).toHaveLength(1)
   const audit = await app.query("SELECT action, principal_id AS p FROM audit_log WHERE developer_id = $1 AND action LIKE 'service.scim.user%' ORDER BY seq", [w.c.developerId])
   expect(audit.map((a) => a.action)).toEqual(["service.scim.user_provisioned", "service.scim.user_deprovisioned"])
 
@@ -119,7 +120,7 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect([off.status, off.body.active]).toEqual([200, false])
   expect(await verify(w, w.rootToken)).toBe(true)
   expect((await events(w, "scim.user.deprovisioned"))[0]!.data.revokedGrants).toBe(0)
-  expect((await app.query("SELECT count(*)::int AS n FROM webauthn_credentials WHERE developer_id = $1", [w.c.developerId]))[0].n).toBe(2)
+  expect((await app.query("SELECT count(*)::int AS n FROM webauthn_credentials WHERE developer_id = $1 AND deleted_at IS NULL", [w.c.developerId]))[0].n).toBe(2)
   const approve = await app.request("POST", `/v1/consent/${w.pendingId}/approve`)
   expect([approve.status, approve.body.code]).toEqual([403, "PRINCIPAL_INACTIVE"])
   // the consent page's own form says so too

@@ -312,11 +312,11 @@ describe("PATCH", () => {
 
 test("the directory as other capabilities read it: a principal, its state and its groups; a deleted user leaves its groups", async () => {
   const { Effect } = await import("effect")
-  const { Principals } = await import("../../src/directory/Principals.ts")
+  const { DirectoryPrincipals } = await import("../../src/directory/Principals.ts")
   const d = await scimClient(app)
   const user = await create(d, "reader@example.com", { externalId: "R-1" })
   const group = (await d.send("POST", "/Groups", { schemas: [GROUP], displayName: "Admins", members: [{ value: user.id }] })).body
-  const describe_ = (principalId: string) => app.run(Effect.flatMap(Principals, (p) => p.describe(d.developerId, principalId)))
+  const describe_ = (principalId: string) => app.run(Effect.flatMap(DirectoryPrincipals, (p) => p.describe(d.developerId, principalId)))
   expect(await describe_("reader@example.com")).toEqual({
     scimUserId: user.id, principalId: "reader@example.com", userName: "reader@example.com", externalId: "R-1", active: true,
     groups: [{ id: group.id, displayName: "Admins" }]

@@ -132,10 +132,11 @@ describe("the document", () => {
       if (!exempt) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMITED"]) })
       if (op.security?.length > 0) {
         expect({ where, codes: codes.get(401) }).toEqual({ where, codes: ["UNAUTHORIZED"] })
-        expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMIT_EXCEEDED"]) })
+        // (a principal session draws on no developer budget: decisions §12)
+        if (!path.startsWith("/v1/principal/")) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMIT_EXCEEDED"]) })
         expect({ where, codes: codes.get(503) }).toEqual({ where, codes: expect.arrayContaining(["DATABASE_UNAVAILABLE"]) })
       }
-      if (op.requestBody !== undefined && !path.startsWith("/consent/")) {
+      if (op.requestBody !== undefined && !path.startsWith("/consent/") && !path.startsWith("/permissions/")) {
         expect({ where, codes: codes.get(415) }).toEqual({ where, codes: ["UNSUPPORTED_MEDIA_TYPE"] })
       }
       // nothing is decoded from an operation without a body or a query: no 400 unless its handler answers one

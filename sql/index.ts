@@ -33,9 +33,13 @@ import m0014 from "./0014_hardening_data.sql" with { type: "text" }
 // @ts-ignore text import
 import m0015 from "./0015_directory.sql" with { type: "text" }
 // @ts-ignore text import
+import m0016 from "./0016_compliance.sql" with { type: "text" }
+// @ts-ignore text import
 import m0017 from "./0017_credentials.sql" with { type: "text" }
 // @ts-ignore text import
 import m0018 from "./0018_principals_passkeys.sql" with { type: "text" }
+// @ts-ignore text import
+import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -53,6 +57,8 @@ export const migrations: Record<string, string> = {
   "0013_grant_hardening": m0013,
   "0014_hardening_data": m0014,
   "0015_directory": m0015,
+  "0016_compliance": m0016,
   "0017_credentials": m0017,
-  "0018_principals_passkeys": m0018
+  "0018_principals_passkeys": m0018,
+  "0019_webhook_rotation": m0019
 }

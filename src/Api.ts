@@ -5,6 +5,7 @@ import { AuditApi } from "./audit/Api.ts"
 import { AuthorizationApi } from "./authorization/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
+import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
@@ -13,6 +14,7 @@ import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
+import { describeApi } from "./openapi/Document.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
 import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
 import { SystemApi } from "./system/Api.ts"
@@ -36,6 +38,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(WebhooksApi)
   .add(ScimTokensApi)
   .add(ScimApi)
+  .add(ComplianceApi)
   .add(CredentialsApi)
   .add(PrincipalSessionsApi)
   .add(PrincipalApi)
@@ -43,5 +46,5 @@ export class Api extends HttpApi.make("agent-auth-service")
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")
-  .annotate(OpenApi.Transform, documentErrors)
+  .annotate(OpenApi.Transform, (spec) => describeApi(documentErrors(spec)))
 {}

@@ -44,6 +44,7 @@ export interface AppConfig {
     readonly developerConcurrency: number
     readonly concurrency: number
   }
+  readonly compliance: { readonly jobPollSeconds: number }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
     readonly alertLeadMinutes: number
@@ -407,6 +408,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       developerConcurrency: integer(env, "WEBHOOK_DEVELOPER_CONCURRENCY", 16, 1),
       concurrency: integer(env, "WEBHOOK_CONCURRENCY", 50, 1)
     },
+    compliance: { jobPollSeconds: positiveNumber(env, "COMPLIANCE_JOB_POLL_SECONDS", 5) },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
       alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),

@@ -18,6 +18,9 @@ import { BreachesLive } from "./breaches/Service.ts"
 import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
 import { BudgetsHttp } from "./budgets/Http.ts"
 import { BudgetsLive } from "./budgets/Service.ts"
+import { ComplianceHttp } from "./compliance/Http.ts"
+import { ComplianceLive } from "./compliance/Service.ts"
+import { WorkerLive as ComplianceJobWorker } from "./compliance/Worker.ts"
 import { type AppConfig, Config } from "./Config.ts"
 import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
@@ -108,6 +111,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysLive,
     WebhooksLive,
     DirectoryLive,
+    ComplianceLive,
     CredentialsLive,
     PrincipalsLive.pipe(Layer.provide(GrantsLive))
   ).pipe(Layer.provideMerge(Platform))
@@ -128,6 +132,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     WebhooksHttp,
     ScimTokensHttp,
     ScimHttp,
+    ComplianceHttp,
     CredentialsHttp,
     PrincipalSessionsHttp,
     PrincipalHttp,
@@ -139,7 +144,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker, ChallengeCleanupLive)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive)
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),

@@ -102,6 +102,8 @@ export class BundleExpired extends ApiError<BundleExpired>()("BUNDLE_EXPIRED", 4
 export class BreachClosed extends ApiError<BreachClosed>()("BREACH_CLOSED", 409) {}
 export class InvalidTransition extends ApiError<InvalidTransition>()("INVALID_TRANSITION", 409) {}
 export class GrantNotActive extends ApiError<GrantNotActive>()("GRANT_NOT_ACTIVE", 409) {}
+/** A compliance export job that is not complete yet (decisions §15). */
+export class ExportNotReady extends ApiError<ExportNotReady>()("EXPORT_NOT_READY", 409) {}
 // 410
 export class Gone extends ApiError<Gone>()("GONE", 410) {}
 export class RequestNotPending extends ApiError<RequestNotPending>()("REQUEST_NOT_PENDING", 410) {}
@@ -114,6 +116,9 @@ export class AttestationAnchorsRequired extends ApiError<AttestationAnchorsRequi
 export class PasskeyCounterRegressed
   extends ApiError<PasskeyCounterRegressed>()("VERIFICATION_FAILED", 403, "PasskeyCounterRegressed")
 {}
+// 413
+/** An inline evidence pack above 50,000 audit entries: use an export job (decisions §15). */
+export class ExportTooLarge extends ApiError<ExportTooLarge>()("EXPORT_TOO_LARGE", 413) {}
 // 422
 export class InvalidScopes extends ApiError<InvalidScopes>()("INVALID_SCOPES", 422) {}
 export class InvalidTtl extends ApiError<InvalidTtl>()("INVALID_TTL", 422) {}
@@ -151,6 +156,7 @@ export type ApiFailure =
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge
   | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
+  | ExportNotReady | ExportTooLarge
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------
 

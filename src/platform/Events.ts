@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   "grant.revoked",
   "token.issued",
   "dpdp.breach.recorded",
+  "dpdp.breach.updated",
   "dpdp.breach.principal_intimation_due",
   "dpdp.breach.board_report_due",
   "consent_bundle.created",

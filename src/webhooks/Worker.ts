@@ -45,6 +45,8 @@ interface Claimed {
   readonly endpointId: string
   readonly developerId: string
   readonly secretCiphertext: string
+  readonly previousSecretCiphertext: string | null
+  readonly previousSecretExpiresAt: Date | null
   readonly eventId: string
   readonly type: string
   readonly data: unknown
@@ -116,6 +118,7 @@ export const claimDue = (slots: number) =>
            RETURNING d.id, d.attempts, d.max_attempts, d.endpoint_id, d.event_id
          )
          SELECT c.id, c.attempts, c.max_attempts, e.url, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
+                e.previous_secret_ciphertext, e.previous_secret_expires_at,
                 ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
          FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`,
         [now, leaseUntil, config.webhooks.endpointConcurrency, config.webhooks.developerConcurrency, slots] as any
@@ -134,6 +137,10 @@ const sendClaimed = (d: Claimed) =>
     const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
     const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
     const sentAt = yield* nowMillis
+    // a rotated-out secret signs too until it expires (issue 17)
+    const previous = d.previousSecretCiphertext !== null && d.previousSecretExpiresAt !== null && d.previousSecretExpiresAt.getTime() > sentAt
+      ? webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.previousSecretCiphertext })
+      : undefined
     if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
       // too little of the lease is left to finish this send (a slow round): hand the row back
       // unsent rather than risk another instance sending it too once the lease runs out
@@ -143,7 +150,7 @@ const sendClaimed = (d: Claimed) =>
     const outcome = secret === undefined
       ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
       : yield* Effect.promise(() =>
-        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000)), {
+        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000), previous), {
           timeoutMs: config.webhooks.timeoutSeconds * 1000,
           allowPrivateHosts: config.webhooks.allowPrivateHosts
         })

@@ -10,6 +10,7 @@ import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, Offli
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
+import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
 
 export interface OperationDoc {
@@ -22,14 +23,15 @@ export interface OperationDoc {
   readonly response?: unknown
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...DIRECTORY_OPERATIONS }
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
   "POST /v1/dpdp/breaches": jsonSchemaOf(BreachRecordBody),
   "PATCH /v1/dpdp/breaches/{breachId}": jsonSchemaOf(BreachUpdateBody),
   "POST /v1/dpdp/breaches/{breachId}/principal-intimations": jsonSchemaOf(IntimationBody),
-  "POST /v1/audit/offline-sync": jsonSchemaOf(OfflineSyncBody)
+  "POST /v1/audit/offline-sync": jsonSchemaOf(OfflineSyncBody),
+  ...DIRECTORY_BODIES
 }
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const
@@ -57,7 +59,8 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       }
       const handRead = HAND_READ_BODIES[key]
       if (handRead !== undefined) op.requestBody = { required: true, content: { "application/json": { schema: handRead } } }
-      const scheme = SECURED_BY[key]
+      // the SCIM routes read their own bearer (a SCIM token) in the gate
+      const scheme = SECURED_BY[key] ?? (path.startsWith("/scim/v2/") ? "scimToken" : undefined)
       if (scheme !== undefined) op.security = [{ [scheme]: [] }]
       if (doc?.request !== undefined) for (const content of Object.values<any>(op.requestBody?.content ?? {})) content.example = doc.request
       const success = Object.entries<any>(op.responses ?? {}).find(([status]) => Number(status) >= 200 && Number(status) < 300)?.[1]

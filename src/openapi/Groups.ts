@@ -86,6 +86,14 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
   budgets: { name: "Budgets", description: "A spending budget per grant: allocate, debit (atomic, never below zero), read the balance and the transactions. Spending past 50 % and 80 % and reaching zero emit events." },
   domains: { name: "Custom domains", description: "Domains you prove you control with a DNS TXT record." },
   passkeys: { name: "Passkeys (WebAuthn)", description: "Register a principal's passkeys and approve an authorization request with a passkey assertion (required when your account has `fidoRequired`)." },
+  scimTokens: {
+    name: "Directory: SCIM tokens and settings",
+    description: "The tokens your identity provider's SCIM client uses, and how directory users map to the principals of your grants. See README \"Identity providers\" for what to paste into Okta and Entra ID."
+  },
+  scim: {
+    name: "Directory: SCIM 2.0",
+    description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
+  },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }
 

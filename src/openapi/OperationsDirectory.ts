@@ -30,7 +30,8 @@ const group = {
   schemas: [GROUP_URN],
   id: GROUP_ID,
   displayName: "Engineering",
-  members: [{ value: USER_ID, display: "ada@acme.example", $ref: `${BASE}/Users/${USER_ID}` }],
+  // (no `$ref` member in the example: the docs page would try to resolve it as a JSON reference)
+  members: [{ value: USER_ID, display: "ada@acme.example" }],
   meta: { resourceType: "Group", created: T, lastModified: T, version: "W/\"2\"", location: `${BASE}/Groups/${GROUP_ID}` }
 }
 const list = (resources: Array<unknown>) => ({ schemas: [LIST_URN], totalResults: resources.length, startIndex: 1, itemsPerPage: resources.length, Resources: resources })

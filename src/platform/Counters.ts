@@ -33,6 +33,8 @@ export interface CounterStore {
   readonly kind: "redis" | "memory"
   /** prefix for every key; tests give each app its own */
   readonly prefix: string
+  /** the Redis client itself (benchmark floors make the same call through it) */
+  readonly redis?: Redis
 }
 
 export class Counters extends Context.Tag("agent-auth/Counters")<Counters, CounterStore>() {}
@@ -121,6 +123,7 @@ const makeRedisStore = (url: string, prefix: string) =>
     Effect.map((client): CounterStore => ({
       kind: "redis",
       prefix,
+      redis: client,
       ping: Effect.tryPromise({
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })

@@ -7,7 +7,7 @@
  * touched, so the success path pays nothing.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import { Cause, Effect, FiberRef, LogLevel, Option } from "effect"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
@@ -218,6 +218,14 @@ const bodyRefusal = (verdict: Extract<BodyVerdict, { _tag: "Refused" }>, request
 }
 
 /**
+ * Every log line written while serving a request carries its id. With logging off (LOG_LEVEL=none)
+ * nothing is written, so the annotation (a fiber-ref update per request) is skipped.
+ */
+const withRequestLogs = <A, E, R>(effect: Effect.Effect<A, E, R>, requestId: string) =>
+  FiberRef.getWith(FiberRef.currentMinimumLogLevel, (level) =>
+    level._tag === "None" ? effect : Effect.annotateLogs(effect, "requestId", requestId))
+
+/**
  * The platform sends a response from inside the app (before a middleware sees its result), so
  * rewriting goes through a pre-response handler registered for this request's fiber.
  */
@@ -264,8 +272,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
     const response = yield* app.pipe(
       Effect.locally(CurrentGate, state),
-      // every log line written while serving this request carries its id
-      Effect.annotateLogs("requestId", requestId),
+      (effect) => withRequestLogs(effect, requestId),
       Effect.tapErrorCause((cause) => logFailure(cause, requestId, path)),
       Effect.catchAllCause((cause) => Effect.succeed(responseForCause(cause, requestId, path)))
     )

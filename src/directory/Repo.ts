@@ -1,6 +1,8 @@
 /**
  * The directory's tables (sql/0015): SCIM users and groups, read and written only here. Lists
- * take a compiled filter (Filter.ts) and page with OFFSET (RFC 7644 startIndex/count, at most 200).
+ * take a compiled filter (Filter.ts) and page with OFFSET (RFC 7644 startIndex/count, at most 200);
+ * count and offset are parameters, so paging does not make a new statement text per page (texts
+ * are prepared, platform/PgPool.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -68,8 +70,8 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       // the page and the total in one round trip; a page past the end (or count 0) counts alone
       const rows = count === 0 ? [] : yield* sql.unsafe<UserRow & { total: number }>(
         `SELECT ${USER_COLUMNS}, count(*) OVER ()::int AS total FROM scim_users u WHERE ${where} ORDER BY u.created_at, u.id
-         LIMIT ${count} OFFSET ${offset}`,
-        params as any
+         LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+        [...params, count, offset] as any
       )
       if (rows.length > 0) return { total: Number(rows[0]!.total), rows: rows.map(({ total: _, ...r }) => parseResource(r as UserRow)) }
       const [total] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM scim_users u WHERE ${where}`, params as any)
@@ -145,8 +147,9 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       const params = [developerId, ...(filter?.params ?? [])]
       const [total] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM scim_groups g WHERE ${where}`, params as any)
       const rows = count === 0 ? [] : yield* sql.unsafe<GroupRow>(
-        `SELECT ${GROUP_COLUMNS} FROM scim_groups g WHERE ${where} ORDER BY g.created_at, g.id LIMIT ${count} OFFSET ${offset}`,
-        params as any
+        `SELECT ${GROUP_COLUMNS} FROM scim_groups g WHERE ${where} ORDER BY g.created_at, g.id
+         LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+        [...params, count, offset] as any
       )
       return { total: Number(total?.n ?? 0), rows }
     })

@@ -9,6 +9,7 @@ import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
+import { ScimApi, ScimTokensApi } from "./directory/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
@@ -35,6 +36,8 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(ScimTokensApi)
+  .add(ScimApi)
   .add(ComplianceApi)
   .add(CredentialsApi)
   .add(PrincipalSessionsApi)

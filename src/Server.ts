@@ -28,6 +28,8 @@ import { CredentialsHttp } from "./credentials/Http.ts"
 import { CredentialsLive } from "./credentials/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
+import { ScimHttp, ScimTokensHttp } from "./directory/Http.ts"
+import { DirectoryLive } from "./directory/Service.ts"
 import { DomainsHttp } from "./domains/Http.ts"
 import { DomainsLive } from "./domains/Service.ts"
 import { GrantsHttp } from "./grants/Http.ts"
@@ -108,6 +110,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsLive,
     PasskeysLive,
     WebhooksLive,
+    DirectoryLive,
     ComplianceLive,
     CredentialsLive,
     PrincipalsLive.pipe(Layer.provide(GrantsLive))
@@ -127,6 +130,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsHttp,
     PasskeysHttp,
     WebhooksHttp,
+    ScimTokensHttp,
+    ScimHttp,
     ComplianceHttp,
     CredentialsHttp,
     PrincipalSessionsHttp,

@@ -11,11 +11,14 @@ import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
+import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
-import { AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PrincipalInactive
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
@@ -96,7 +99,7 @@ export interface TokenResponse {
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
     { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -104,13 +107,15 @@ export interface AuthorizationService {
     { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
   >
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
-  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired>
+  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
   readonly exchangeCode: (
     developer: Developer,
     input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
   ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
+  /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
+  readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
 }
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
@@ -130,6 +135,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
+    const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
 
     const loadRequest = (id: string, lock = false) =>
@@ -204,6 +210,7 @@ export const AuthorizationServiceLive = Layer.effect(
         if (unregistered.length > 0) {
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
+        yield* principals.requireActive(developer.id, input.principalId)
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
@@ -273,6 +280,7 @@ export const AuthorizationServiceLive = Layer.effect(
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
         // an agent suspended after the request was made gets no grant from it
         if (!(yield* agentIsActive(request.developerId, request.agentId))) return yield* Effect.fail(agentSuspended())
+        yield* principals.requireActive(request.developerId, request.principalId)
         if (!options.fidoVerified) {
           const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
           if (developer?.fidoRequired) {
@@ -392,8 +400,14 @@ export const AuthorizationServiceLive = Layer.effect(
         return outcome.tokens
       })
 
-    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh }
+    const denyPendingForPrincipal: AuthorizationService["denyPendingForPrincipal"] = (developerId, principalId) =>
+      Effect.flatMap(nowMillis, (ms) =>
+        sql<{ id: string }>`UPDATE auth_requests SET status = 'denied', decided_at = ${new Date(ms)}
+                            WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND status = 'pending'
+                            RETURNING id`).pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
+
+    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh, denyPendingForPrincipal }
   })
 )
 
-export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.merge(AgentsLive, GrantsLive)))
+export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, DirectoryPrincipalsLive)))

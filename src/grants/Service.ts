@@ -89,6 +89,11 @@ export interface GrantsService {
    * bundles when it is suspended or deleted. Grants that are not the developer's are skipped.
    */
   readonly revokeMany: (developerId: string, grantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * Revokes every active grant of a principal (SCIM deprovisioning, decisions §11) as `revokeMany`,
+   * in the caller's transaction. Returns the ids that were active and are now revoked.
+   */
+  readonly revokePrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
   /** online check of verified token claims: grant active and unexpired, token not revoked */
   readonly tokenStatus: (claims: GrantTokenClaims) => Effect.Effect<TokenStatus>
   /** revokes one token by jti (the developer's own); false when unknown */
@@ -309,7 +314,16 @@ export const GrantsServiceLive = Layer.effect(
         return rows.length > 0
       }).pipe(Effect.orDie)
 
-    return { agentDid, create, issueToken, find, revoke, revokeMany, tokenStatus, revokeToken }
+    const revokePrincipal = (developerId: string, principalId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ id: string }>`SELECT id FROM grants WHERE developer_id = ${developerId} AND principal_id = ${principalId}
+                                                AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
+        const active = new Set(rows.map((r) => r.id))
+        // revokeMany answers whole trees; only grants active before count as revoked here
+        return [...new Set(yield* revokeMany(developerId, [...active]))].filter((id) => active.has(id))
+      })
+
+    return { agentDid, create, issueToken, find, revoke, revokeMany, revokePrincipal, tokenStatus, revokeToken }
   })
 )
 

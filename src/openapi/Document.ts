@@ -12,6 +12,7 @@ import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
 import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
 import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
+import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
 import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
 import { POLICY_OPERATIONS } from "./OperationsPolicies.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
@@ -30,8 +31,8 @@ export interface OperationDoc {
 }
 
 export const OPERATIONS: Record<string, OperationDoc> = {
-  ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...POLICY_OPERATIONS,
-  ...BILLING_OPERATIONS
+  ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...DIRECTORY_OPERATIONS,
+  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS
 }
 
 /** bodies read by hand, typed here for the document only */
@@ -39,7 +40,8 @@ const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
   "POST /v1/dpdp/breaches": jsonSchemaOf(BreachRecordBody),
   "PATCH /v1/dpdp/breaches/{breachId}": jsonSchemaOf(BreachUpdateBody),
   "POST /v1/dpdp/breaches/{breachId}/principal-intimations": jsonSchemaOf(IntimationBody),
-  "POST /v1/audit/offline-sync": jsonSchemaOf(OfflineSyncBody)
+  "POST /v1/audit/offline-sync": jsonSchemaOf(OfflineSyncBody),
+  ...DIRECTORY_BODIES
 }
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const
@@ -67,7 +69,8 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       }
       const handRead = HAND_READ_BODIES[key]
       if (handRead !== undefined) op.requestBody = { required: true, content: { "application/json": { schema: handRead } } }
-      const scheme = SECURED_BY[key]
+      // the SCIM routes read their own bearer (a SCIM token) in the gate
+      const scheme = SECURED_BY[key] ?? (path.startsWith("/scim/v2/") ? "scimToken" : undefined)
       if (scheme !== undefined) op.security = [{ [scheme]: [] }]
       if (path.startsWith(SCIM_PREFIX)) documentScim(spec, key, op)
       if (doc?.request !== undefined) for (const content of Object.values<any>(op.requestBody?.content ?? {})) content.example = doc.request

@@ -11,10 +11,6 @@ import { acceptedScopes } from "../vault/Service.ts"
  * catalogue has them the moment they land (an entry for a type not emitted yet is unused).
  */
 const LANDING_EVENT_DATA: Record<string, string> = {
-  "scim.user.provisioned": "`scimUserId`, `principalId`",
-  "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names, never values)",
-  "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many grants were revoked)",
-  "scim.group.updated": "`groupId`, `added`, `removed` (SCIM user ids)",
   "policy.denied": "`decisionId`, `action`, `agentId`, `principalId`, `policyId`",
   "billing.quota.threshold": "`meter`, `pct` (the share of the quota used that was crossed), `period`",
   "billing.invoice.created": "`invoiceId`, `period`",
@@ -43,7 +39,11 @@ export const EVENT_DATA: Record<EventType, string> = {
   "principal.grant_revoked": "`grantId` (revoked by the person from their permissions page or session)",
   "fido.registered": "`id` (the passkey credential's id)",
   "fido.assertion": "`id` (the passkey used), `authRequestId`, `grantId` (the grant the assertion approved)",
-  "fido.credential.deleted": "`id` (the passkey removed)"
+  "fido.credential.deleted": "`id` (the passkey removed)",
+  "scim.user.provisioned": "`scimUserId`, `principalId`",
+  "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names only, never their values)",
+  "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many of the principal's grants were revoked)",
+  "scim.group.updated": "`groupId`, `added` and `removed` (SCIM user ids)"
 }
 
 const eventCatalogue = () =>
@@ -151,6 +151,14 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     description: "The server-rendered page a person opens from `dashboardUrl`: which agents may act for them, with which scopes and until when, " +
       "revoke with a confirmation, rename or remove their passkeys. No third-party assets, strict CSP, works without JavaScript (form posts " +
       "carrying the session token; no cookie)."
+  },
+  scimTokens: {
+    name: "Directory: SCIM tokens and settings",
+    description: "The tokens your identity provider's SCIM client uses, and how directory users map to the principals of your grants. See README \"Identity providers\" for what to paste into Okta and Entra ID."
+  },
+  scim: {
+    name: "Directory: SCIM 2.0",
+    description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
   },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }

@@ -32,7 +32,7 @@ import { Authentication } from "../platform/Auth.ts"
 import {
   AgentSuspended, ApiKeyRouteErrors, AttestationAnchorsRequired, AuthenticatorNotAllowed, BadRequest, BodyErrors, Conflict,
   CredentialNotAllowed, FidoRequired, Gone, InvalidChallenge, NoCredentials, NotFound, PasskeyCounterRegressed, PasskeyVerificationFailed,
-  RequestNotPending, TooManyCredentials, UnknownCredential
+  PrincipalInactive, RequestNotPending, TooManyCredentials, UnknownCredential
 } from "../platform/Errors.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
@@ -223,6 +223,7 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .addError(Gone)
       .addError(AgentSuspended)
       .addError(FidoRequired)
+      .addError(PrincipalInactive)
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)

@@ -70,6 +70,8 @@ export interface PasskeysService {
   readonly renameCredential: (developerId: string, id: string, deviceName: string) => Effect.Effect<CredentialView, NotFound>
   /** soft delete (kept 30 days, then purged), with fido.credential.deleted */
   readonly deleteCredential: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** removes every passkey of a principal (SCIM deprovisioning), in the caller's transaction; how many */
+  readonly removeForPrincipal: (developerId: string, principalId: string) => Effect.Effect<number>
   /** what the WebAuthn Signal API needs; undefined without a user handle unless `create` */
   readonly signal: (developerId: string, principalId: string, options: { readonly create: boolean }) => Effect.Effect<SignalInfo | undefined>
   readonly getPolicy: (developerId: string) => Effect.Effect<AttestationPolicy>
@@ -153,6 +155,15 @@ export const PasskeysServiceLive = Layer.effect(
         if (!deleted) return yield* Effect.fail(notFound())
         yield* events.emit(developerId, "fido.credential.deleted", { id })
       })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const removeForPrincipal: PasskeysService["removeForPrincipal"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const at = new Date(yield* nowMillis)
+        const rows = yield* sql<{ id: string }>`UPDATE webauthn_credentials SET deleted_at = ${at}
+          WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND deleted_at IS NULL RETURNING id`
+        for (const { id } of rows) yield* events.emit(developerId, "fido.credential.deleted", { id })
+        return rows.length
+      }).pipe(Effect.orDie)
 
     /** the request when it is pending, unexpired and the developer's */
     const pendingRequest = (authRequestId: string, developerId?: string) =>
@@ -304,6 +315,7 @@ export const PasskeysServiceLive = Layer.effect(
       getCredential,
       renameCredential,
       deleteCredential,
+      removeForPrincipal,
       signal,
       getPolicy,
       putPolicy,

@@ -88,6 +88,8 @@ export class DelegationDepthExceeded extends ApiError<DelegationDepthExceeded>()
 export class FidoRequired extends ApiError<FidoRequired>()("FIDO_REQUIRED", 403) {}
 export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CREDENTIAL_NOT_ALLOWED", 403) {}
 export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIRED", 403) {}
+/** The principal is deactivated or deleted in the developer's directory (decisions §11). */
+export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_INACTIVE", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}
@@ -149,7 +151,7 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 export type ApiFailure =
   | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
   | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | Forbidden | AgentSuspended | ScopeEscalation
-  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | NotFound | AgentNotFound | BundleNotFound
+  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | PrincipalInactive | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge

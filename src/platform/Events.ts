@@ -24,6 +24,10 @@ export const EVENT_TYPES = [
   "vault.credential.exchanged",
   "budget.threshold",
   "budget.exhausted",
+  "scim.user.provisioned",
+  "scim.user.updated",
+  "scim.user.deprovisioned",
+  "scim.group.updated",
   // decisions §18
   "vc.issued",
   "vc.revoked",

@@ -87,6 +87,38 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
   return errorResponse(response.status >= 500 ? (response.status === 503 ? 503 : 500) : response.status, code, message, requestId, headers)
 }
 
+/**
+ * SCIM routes (decisions §11) answer RFC 7644 errors: `{ schemas, status: "<code>", scimType?,
+ * detail }` as application/scim+json. A body that already has that shape (the directory's own
+ * answers) is kept; anything else (the gate's 401/429, 413, decode errors, unknown routes, defects)
+ * is first put in the one error shape, then translated.
+ */
+export const SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
+export const isScimPath = (path: string) => path.length >= 8 && path.slice(0, 8).toLowerCase() === "/scim/v2" && (path.length === 8 || path[8] === "/")
+const scimError = (response: HttpServerResponse.HttpServerResponse, requestId: string, path: string) => {
+  let parsed: any = undefined
+  if (response.body._tag === "Uint8Array") {
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+    } catch {
+      parsed = undefined
+    }
+  }
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(response.headers)) {
+    if (k !== "content-type" && k !== "content-length") headers[k] = v
+  }
+  if (response.status === 401) headers["www-authenticate"] = "Bearer"
+  if (!(parsed && Array.isArray(parsed.schemas))) {
+    const normal = normaliseError(response, requestId, path)
+    const body = normal.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(normal.body.body)) : {}
+    const scimType = normal.status === 400 ? "invalidSyntax" : undefined
+    parsed = { schemas: [SCIM_ERROR_SCHEMA], status: String(normal.status), ...(scimType ? { scimType } : {}), detail: body.message ?? "Error" }
+    return HttpServerResponse.unsafeJson(parsed, { status: normal.status, headers, contentType: "application/scim+json" })
+  }
+  return HttpServerResponse.unsafeJson(parsed, { status: response.status, headers, contentType: "application/scim+json" })
+}
+
 /** Maps a failure or defect that escaped the API to a response without internals. */
 const responseForCause = (cause: Cause.Cause<unknown>, requestId: string, path: string) => {
   if (isDatabaseUnavailable(cause)) {
@@ -210,7 +242,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     if (preRead._tag === "Some") {
       const verdict = preRead.value
       if (verdict._tag === "Refused") {
-        const refused = bodyRefusal(verdict, requestId, path)
+        const refusal = bodyRefusal(verdict, requestId, path)
+        const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
         metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
         return refused
       }
@@ -222,7 +255,9 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
+      if (out.status >= 400 && path !== "/health" && !isHtml(out)) {
+        out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
+      }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       // the rate-limit headers of a request the gate admitted (its refusals carry their own)
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)

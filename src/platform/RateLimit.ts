@@ -14,7 +14,7 @@ import { Clock, Context, Effect, FiberRef, Option } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import { isIP } from "node:net"
 import { Config, type RateLimitFigures, type TrustProxy } from "../Config.ts"
-import { ApiKeys, Authentication, bearerOf, CurrentGate, type Developer, type GateState } from "./Auth.ts"
+import { ApiKeys, Authentication, bearerOf, ScimTokenResolver, CurrentGate, type Developer, type GateState } from "./Auth.ts"
 import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
 import { Keys } from "./Keys.ts"
 import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
@@ -34,9 +34,15 @@ export interface RatePolicyValue {
   readonly authorizeBucket?: boolean
   /** the route authenticates with a grant token instead of an API key */
   readonly grantToken?: boolean
+  /** /scim/v2: authenticates with a SCIM token, limited per token and per developer, never the plan budget */
+  readonly scimToken?: boolean
   /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
   readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
 }
+
+/** decisions §11: SCIM requests per token per minute; a developer's SCIM traffic is capped at two tokens' worth */
+export const SCIM_PER_TOKEN = 600
+export const SCIM_PER_DEVELOPER = 1_200
 
 export class RatePolicy extends Context.Tag("agent-auth/RatePolicy")<RatePolicy, RatePolicyValue>() {}
 
@@ -125,11 +131,16 @@ const containmentFallback = makeMemoryStore()
 export const makeGate = (api: HttpApi.HttpApi.Any) => {
   const match = makeMatcher(compileRoutes(api))
   // the runtime's services, looked up on the first request rather than on every one
-  let services: { config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"] } | undefined
-  const lookUpServices = Effect.all({ config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys })
+  let services: {
+    config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"]
+    scimTokens: Option.Option<ScimTokenResolver["Type"]>
+  } | undefined
+  const lookUpServices = Effect.all({
+    config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys, scimTokens: Effect.serviceOption(ScimTokenResolver)
+  })
   return <E, R>(app: HttpApp.Default<E, R>) =>
     Effect.gen(function*() {
-      const { config, counters, keys, apiKeys } = services ??= yield* lookUpServices
+      const { config, counters, keys, apiKeys, scimTokens } = services ??= yield* lookUpServices
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
@@ -178,6 +189,23 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           state.grant = claims
           state.grantToken = bearer
           addRouteCheck(`jti:${claims.jti}`)
+        }
+      } else if (policy.scimToken) {
+        const resolved = bearer === undefined || scimTokens._tag === "None" ? undefined : yield* scimTokens.value.resolve(bearer)
+        if (resolved === undefined) {
+          unauthorized = true
+          addRouteCheck(`addr:${address}`)
+        } else {
+          state.developer = resolved.developer
+          state.scimTokenId = resolved.tokenId
+          checks.push({
+            key: `${prefix}rl:{${resolved.developer.id}}:scim:${windowStart}`,
+            limit: scaled(SCIM_PER_DEVELOPER),
+            name: "scim-developer",
+            code: "RATE_LIMIT_EXCEEDED"
+          })
+          // last, so its figures are the ones reported in the headers
+          checks.push({ key: `${prefix}rl:scim:${resolved.tokenId}:${windowStart}`, limit: scaled(SCIM_PER_TOKEN), name: "scim-token", code: "RATE_LIMITED" })
         }
       } else if (route?.apiKey) {
         developer = bearer === undefined ? undefined : yield* apiKeys.resolve(bearer)
@@ -267,7 +295,11 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         resetSeconds
       }
       if (unauthorized) {
-        const message = policy.grantToken ? "Grant token missing, invalid or expired" : "Invalid or missing API key"
+        const message = policy.grantToken
+          ? "Grant token missing, invalid or expired"
+          : policy.scimToken
+          ? "Invalid or missing SCIM token"
+          : "Invalid or missing API key"
         return errorResponse(401, "UNAUTHORIZED", message, requestId, rateHeaders(reported, false))
       }
       state.rateHeaders = rateHeaders(reported, false)

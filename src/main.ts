@@ -9,6 +9,7 @@ import { ConfigError, loadConfig, type AppConfig } from "./Config.ts"
 import { Config } from "./Config.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { generateRsaPrivateKeyPem } from "./platform/Keys.ts"
+import { makeLog } from "./platform/Log.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { startServer } from "./Server.ts"
 import { operatorCommands } from "./operator.ts"
@@ -55,12 +56,13 @@ const serve = async (cfg: AppConfig) => {
   } catch (e) {
     return fail(`could not start: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
   }
-  process.stdout.write(JSON.stringify({ level: "INFO", message: "listening", url: `http://${cfg.host}:${server.port}` }) + "\n")
+  const log = makeLog(cfg.logLevel)
+  log.write("info", "listening", { url: `http://${cfg.host}:${server.port}`, version: pkg.version })
   let closing = false
   const shutdown = async (signal: string) => {
     if (closing) return
     closing = true
-    process.stdout.write(JSON.stringify({ level: "INFO", message: "shutting down", signal }) + "\n")
+    log.write("info", "shutting down", { signal })
     await server.stop()
     process.exit(0)
   }

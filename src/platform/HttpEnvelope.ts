@@ -12,6 +12,8 @@ import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
+import { recordRequest } from "./AccessLog.ts"
+import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -193,6 +195,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const metrics = yield* Metrics
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     const started = performance.now()
     const requestId = newRequestId(request.headers["x-request-id"])
     const url = request.url
@@ -203,7 +206,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       const verdict = preRead.value
       if (verdict._tag === "Refused") {
         const refused = bodyRefusal(verdict, requestId, path)
-        metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
+        recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed }, refused.status, (performance.now() - started) / 1000)
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
@@ -214,15 +217,13 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
+      if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) out = normaliseError(out, requestId, path)
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       // the rate-limit headers of a request the gate admitted (its refusals carry their own)
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
       if (!observed) {
         observed = true
-        const seconds = (performance.now() - started) / 1000
-        // a path no route serves is one series, whatever was asked for
-        metrics.observe(request.method, state.unmatched && out.status >= 400 ? UNMATCHED : path, out.status, seconds)
+        recordRequest(metrics, log, request.method, path, state, out.status, (performance.now() - started) / 1000)
       }
       return out
     }

@@ -18,6 +18,7 @@ import { ApiKeys, Authentication, bearerOf, CurrentGate, type Developer, type Ga
 import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
 import { Keys } from "./Keys.ts"
 import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
+import { Metrics } from "./Metrics.ts"
 
 export type DeveloperBudget = "plan" | "containment" | "revocationStatus"
 
@@ -125,16 +126,17 @@ const containmentFallback = makeMemoryStore()
 export const makeGate = (api: HttpApi.HttpApi.Any) => {
   const match = makeMatcher(compileRoutes(api))
   // the runtime's services, looked up on the first request rather than on every one
-  let services: { config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"] } | undefined
-  const lookUpServices = Effect.all({ config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys })
+  let services: { config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"]; metrics: Option.Option<Metrics["Type"]> } | undefined
+  const lookUpServices = Effect.all({ config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys, metrics: Effect.serviceOption(Metrics) })
   return <E, R>(app: HttpApp.Default<E, R>) =>
     Effect.gen(function*() {
-      const { config, counters, keys, apiKeys } = services ??= yield* lookUpServices
+      const { config, counters, keys, apiKeys, metrics } = services ??= yield* lookUpServices
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
       const route = match(request.method, request.url)
       const policy: RatePolicyValue = route?.policy ?? {}
+      if (gate !== undefined) gate.route = route?.path
       if (policy.exempt) return yield* app
       const figures = config.rateLimits
       const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
@@ -229,6 +231,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       const { rejectedBy, counts } = result.right
       if (rejectedBy >= 0) {
         const check = checks[rejectedBy]!
+        if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: check.name })
         const reported = { name: check.name, limit: check.limit, remaining: 0, resetSeconds }
         // in words, the figure of Retry-After: clients of the published protocol read it from the message
         const wait = `retry in ${resetSeconds} second${resetSeconds === 1 ? "" : "s"}`
@@ -253,6 +256,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000))
         }
         if (hit.right.rejectedBy >= 0) {
+          if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: "hourly" })
           return errorResponse(429, "RATE_LIMITED", "Too many requests from this address this hour; try again later", requestId, rateHeaders({ ...reported, remaining: 0 }, true, 3600))
         }
       }

@@ -24,7 +24,12 @@ export const formatLine = (level: Level, message: string, fields?: Record<string
       if (value !== undefined && !RESERVED.has(key)) line[key] = value
     }
   }
-  return Inspectable.stringifyCircular(line)
+  try {
+    return JSON.stringify(line)
+  } catch {
+    // a circular or BigInt field: Effect's safe stringifier (slower, so only then)
+    return Inspectable.stringifyCircular(line)
+  }
 }
 
 export interface LogService {

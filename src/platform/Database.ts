@@ -8,6 +8,7 @@ import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Redacted, String as Str } from "effect"
 import { Config } from "../Config.ts"
+import { postgresConnectFailure } from "./ConnectErrors.ts"
 
 const clientOptions = {
   transformResultNames: Str.snakeToCamel,
@@ -86,12 +87,13 @@ const freePort = Effect.promise(
 
 /** Picks the driver from DATABASE_URL. */
 export const DatabaseLive: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown, Config> = Layer.unwrapEffect(
-  Effect.map(Config, (config) => {
+  Effect.map(Config, (config): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> => {
     if (config.databaseUrl.startsWith("pglite://")) {
       const location = config.databaseUrl.slice("pglite://".length)
       return pgliteLayer(location === "memory" || location === "" ? "memory" : location)
     }
-    return postgresLayer(config.databaseUrl, 10)
+    // a failed first connection says why (refused, unknown host, authentication, no such database)
+    return Layer.catchAll(postgresLayer(config.databaseUrl, 10), (e) => Layer.fail(postgresConnectFailure(config.databaseUrl, e)))
   })
 )
 

@@ -88,6 +88,8 @@ export class DelegationDepthExceeded extends ApiError<DelegationDepthExceeded>()
 export class FidoRequired extends ApiError<FidoRequired>()("FIDO_REQUIRED", 403) {}
 export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CREDENTIAL_NOT_ALLOWED", 403) {}
 export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIRED", 403) {}
+/** SIGNUP_ENABLED=false: developers are created by an operator (`agent-auth developers create`) */
+export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}

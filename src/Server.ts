@@ -45,6 +45,7 @@ import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
+import { tracingLayer } from "./platform/Tracing.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
@@ -125,8 +126,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   return Layer.mergeAll(Docs, Workers, Monitor, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),
     Layer.provide(effectLoggerLayer(config.logLevel)),
-    // No trace exporter is configured, so spans (one per request and per SQL statement) are pure cost.
-    Layer.provide(Layer.setTracerEnabled(false)),
+    // Spans (one per request and per SQL statement) go to OTEL_EXPORTER_OTLP_ENDPOINT; unset, tracing is off (pure cost).
+    Layer.provide(tracingLayer(config.otlpEndpoint)),
     Layer.provide(options.extra ?? Layer.empty)
   )
 }

@@ -126,7 +126,7 @@ describe("the document", () => {
     for (const { method, path, op } of operations()) {
       const codes = declared(method, path)
       const where = `${method.toUpperCase()} ${path}`
-      const exempt = ["/health", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
+      const exempt = ["/health", "/health/live", "/health/ready", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
       if (!exempt) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMITED"]) })
       if (op.security?.length > 0) {
         expect({ where, codes: codes.get(401) }).toEqual({ where, codes: ["UNAUTHORIZED"] })

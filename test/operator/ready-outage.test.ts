@@ -1,0 +1,63 @@
+/**
+ * Readiness follows the dependencies (issue 18, item 3): Redis stopped → /health/ready 503 naming it,
+ * /health/live still 200, one "dependency unavailable" line; Redis back → ready again and one
+ * "dependency available again" line.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test"
+import pkg from "../../package.json" with { type: "json" }
+import { startTestApp, type TestApp } from "../support/app.ts"
+import { REDIS_SERVER, startPrivateRedis, type PrivateRedis } from "../support/redis.ts"
+
+let redis: PrivateRedis
+let app: TestApp
+const lines: Array<any> = []
+const originalLog = console.log
+
+beforeAll(async () => {
+  if (!REDIS_SERVER) return
+  console.log = (...args: Array<unknown>) => {
+    for (const arg of args) {
+      try {
+        lines.push(JSON.parse(String(arg)))
+      } catch {
+        // not a log line
+      }
+    }
+  }
+  redis = await startPrivateRedis()
+  app = await startTestApp({ env: { REDIS_URL: redis.url, LOG_LEVEL: "warn" } })
+})
+afterAll(async () => {
+  await app?.stop()
+  await redis?.stop()
+  console.log = originalLog
+})
+
+test.skipIf(!REDIS_SERVER)("Redis stopped: ready 503 (live 200), logged once; back: ready 200, logged once", async () => {
+  expect((await app.request("GET", "/health/ready")).status).toBe(200)
+  await redis.stop()
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now()
+    const ready = await app.request("GET", "/health/ready")
+    expect(performance.now() - started).toBeLessThan(1500) // each probe is bounded to 1 s
+    expect([ready.status, ready.body]).toEqual([503, { status: "not_ready", version: pkg.version, checks: { db: "ok", redis: "unavailable", migrations: "ok" } }])
+    expect(ready.headers.get("x-request-id")).toBeTruthy()
+  }
+  expect((await app.request("GET", "/health/live")).status).toBe(200)
+  expect(lines.filter((l) => l.message === "dependency unavailable")).toEqual([
+    expect.objectContaining({ level: "warn", dependency: "redis", reason: expect.any(String) })
+  ])
+
+  await redis.start()
+  let ready = 0
+  for (let i = 0; i < 100 && ready !== 200; i++) {
+    ready = (await app.request("GET", "/health/ready")).status
+    if (ready !== 200) await Bun.sleep(50)
+  }
+  expect(ready).toBe(200)
+  // (/metrics is rate-limited, so it fails closed while Redis is away: read once it is back)
+  const metrics = (await app.request("GET", "/metrics")).text
+  expect(metrics).toMatch(/^agent_auth_dependency_probe_duration_seconds_count\{dependency="redis",result="failed"\} [3-9]\d*$/m)
+  // info is below this app's level (warn): the warning is there, the recovery line is filtered
+  expect(lines.filter((l) => l.dependency === "redis").map((l) => l.message)).toEqual(["dependency unavailable"])
+})

@@ -6,7 +6,7 @@
  * (every 10 s while serving) feed it.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { migrations } from "../../sql/index.ts"
 import { Counters } from "./Counters.ts"
 import { Metrics } from "./Metrics.ts"
@@ -84,6 +84,8 @@ export const DependenciesLive = Layer.effect(
 export const DependencyMonitorLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const dependencies = yield* Dependencies
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(MONITOR_INTERVAL), dependencies.probe)))
+    // wall-clock pauses: a test that moves a TestClock by days must not replay thousands of probes
+    const pause = Effect.sleep(MONITOR_INTERVAL).pipe(Effect.withClock(Clock.make()))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(pause, dependencies.probe)))
   })
 )

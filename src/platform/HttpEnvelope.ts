@@ -13,6 +13,7 @@ import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
 import { recordRequest } from "./AccessLog.ts"
+import { Dependencies } from "./Dependencies.ts"
 import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
 
@@ -167,7 +168,8 @@ export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.catchAllCause(app, (cause) => {
     if (isDatabaseUnavailable(cause)) {
       return Effect.as(
-        Effect.logWarning("database unavailable"),
+        // the dependency's state: logged once when it goes away (the probes log its return)
+        Effect.flatMap(Effect.serviceOption(Dependencies), (d) => d._tag === "Some" ? d.value.report("db", false, "connection lost") : Effect.logWarning("database unavailable")),
         HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
       )
     }

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import pkg from "../../package.json" with { type: "json" }
-import { startTestApp, type TestApp } from "../support/app.ts"
+import { createDatabase, startTestApp, type TestApp, usingRealPostgres } from "../support/app.ts"
+import { startProxy } from "../support/proxy.ts"
 import { REDIS_SERVER, startPrivateRedis, type PrivateRedis } from "../support/redis.ts"
 
 let redis: PrivateRedis
@@ -61,3 +62,34 @@ test.skipIf(!REDIS_SERVER)("Redis stopped: ready 503 (live 200), logged once; ba
   // info is below this app's level (warn): the warning is there, the recovery line is filtered
   expect(lines.filter((l) => l.dependency === "redis").map((l) => l.message)).toEqual(["dependency unavailable"])
 })
+
+test.skipIf(!usingRealPostgres)("PostgreSQL cut: requests answer 503, ready says db, one line away and one back", async () => {
+  const db = await createDatabase()
+  const direct = new URL(db.url)
+  const proxy = await startProxy(direct.hostname, Number(direct.port || 5432))
+  const viaProxy = new URL(db.url)
+  viaProxy.hostname = "127.0.0.1"
+  viaProxy.port = String(proxy.port)
+  const own = await startTestApp({ databaseUrl: viaProxy.toString(), env: { LOG_LEVEL: "info", RATE_LIMIT_SCALE: "100" } })
+  const from = lines.length
+  try {
+    expect((await own.request("POST", "/v1/signup", { body: { name: "before" } })).status).toBe(201)
+    await proxy.cut()
+    for (let i = 0; i < 3; i++) expect((await own.request("POST", "/v1/signup", { body: { name: "during" } })).status).toBe(503)
+    const ready = await own.request("GET", "/health/ready")
+    expect([ready.status, ready.body.checks]).toEqual([503, { db: "unavailable", redis: "ok", migrations: "unknown" }])
+    await proxy.restore()
+    let back = 0
+    for (let i = 0; i < 100 && back !== 200; i++) {
+      back = (await own.request("GET", "/health/ready")).status
+      if (back !== 200) await Bun.sleep(50)
+    }
+    expect(back).toBe(200)
+    const transitions = lines.slice(from).filter((l) => l.dependency === "db").map((l) => [l.level, l.message])
+    expect(transitions).toEqual([["warn", "dependency unavailable"], ["info", "dependency available again"]])
+  } finally {
+    await own.stop()
+    await proxy.close()
+    await db.drop()
+  }
+}, 60_000)

@@ -35,6 +35,8 @@ export interface RatePolicyValue {
   readonly authorizeBucket?: boolean
   /** the route authenticates with a grant token instead of an API key */
   readonly grantToken?: boolean
+  /** while the shared store is down, count in process instead of refusing (containment routes, /metrics) */
+  readonly fallbackInProcess?: boolean
   /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
   readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
 }
@@ -219,7 +221,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         addRouteCheck(`addr:${address}`)
       }
 
-      const containment = policy.developerBudget === "containment"
+      const containment = policy.developerBudget === "containment" || policy.fallbackInProcess === true
       const result = yield* counters.hit(checks, WINDOW_MS * 2).pipe(
         Effect.catchAll((e) => containment ? containmentFallback.hit(checks, WINDOW_MS * 2) : Effect.fail(e)),
         Effect.either

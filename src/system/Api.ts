@@ -59,6 +59,8 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(RateLimited)
       .addError(RateLimitUnavailable)
       .addError(InternalError)
+      // a scrape must answer while Redis is away (that is when the dashboard is needed): counted in process then
+      .annotate(RatePolicy, { fallbackInProcess: true })
   )
   .add(
     HttpApiEndpoint.get("openapi", "/openapi.json")

@@ -40,6 +40,8 @@ import m0017 from "./0017_credentials.sql" with { type: "text" }
 import m0018 from "./0018_principals_passkeys.sql" with { type: "text" }
 // @ts-ignore text import
 import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
+// @ts-ignore text import
+import m0020 from "./0020_operator_gauges.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -60,5 +62,6 @@ export const migrations: Record<string, string> = {
   "0016_compliance": m0016,
   "0017_credentials": m0017,
   "0018_principals_passkeys": m0018,
-  "0019_webhook_rotation": m0019
+  "0019_webhook_rotation": m0019,
+  "0020_operator_gauges": m0020
 }

@@ -5,7 +5,7 @@
  * ~15% faster than the Node server adapter under Bun; see README).
  */
 import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { AgentsHttp } from "./agents/Http.ts"
 import { AgentsLive } from "./agents/Service.ts"
 import { Api } from "./Api.ts"
@@ -46,11 +46,14 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
+import { DependenciesLive, DependencyMonitorLive } from "./platform/Dependencies.ts"
 import { EventsLive } from "./platform/Events.ts"
 import { makeBodyReader, PreReadBody } from "./platform/Body.ts"
 import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
+import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
+import { tracingLayer } from "./platform/Tracing.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
@@ -70,18 +73,6 @@ export interface AppOptions {
   readonly rateLimit?: boolean
 }
 
-const loggerLayer = (level: AppConfig["logLevel"]) =>
-  Layer.mergeAll(
-    Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(Logger.jsonLogger)),
-    Logger.minimumLogLevel(
-      level === "debug" ? LogLevel.Debug
-      : level === "warn" ? LogLevel.Warning
-      : level === "error" ? LogLevel.Error
-      : level === "none" ? LogLevel.None
-      : LogLevel.Info
-    )
-  )
-
 /** The database, migrated first unless MIGRATE_ON_START=false. */
 const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
   Effect.gen(function*() {
@@ -91,9 +82,10 @@ const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
 
 export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
-  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive).pipe(Layer.provideMerge(ConfigLive))
+  const LogLive = Layer.succeed(Log, makeLog(config.logLevel))
+  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(Layer.provideMerge(ConfigLive))
   const Platform = AuditedEventsLive.pipe(
-    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive)),
+    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive, DependenciesLive)),
     Layer.provideMerge(Base)
   )
   const Capabilities = Layer.mergeAll(
@@ -145,12 +137,14 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
     : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive)
+  // the dependency monitor runs wherever the service serves (tests that start no fibers start none)
+  const Monitor = options.workers === false ? Layer.empty : DependencyMonitorLive
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
-  return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
+  return Layer.mergeAll(Docs, Workers, Monitor, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),
-    Layer.provide(loggerLayer(config.logLevel)),
-    // No trace exporter is configured, so spans (one per request and per SQL statement) are pure cost.
-    Layer.provide(Layer.setTracerEnabled(false)),
+    Layer.provide(effectLoggerLayer(config.logLevel)),
+    // Spans (one per request and per SQL statement) go to OTEL_EXPORTER_OTLP_ENDPOINT; unset, tracing is off (pure cost).
+    Layer.provide(tracingLayer(config.otlpEndpoint)),
     Layer.provide(options.extra ?? Layer.empty)
   )
 }

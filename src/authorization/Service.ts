@@ -7,7 +7,7 @@
  * code or refresh token again revokes the grant: whoever holds a copy loses it too.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
@@ -21,6 +21,7 @@ import {
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { describeScope } from "./Scopes.ts"
 
@@ -132,6 +133,7 @@ export const AuthorizationServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
@@ -321,6 +323,14 @@ export const AuthorizationServiceLive = Layer.effect(
         return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
       }).pipe(Effect.orDie)
 
+    /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
+    const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
+      metrics?.inc("replays_total", { kind: replay.kind })
+      return Effect.logWarning(replay.kind === "code" ? "authorization code replayed; grant revoked" : "refresh token replayed; grant revoked").pipe(
+        Effect.annotateLogs({ developerId, agentId: replay.agentId, grantId: replay.grantId, grantsRevoked: replay.revoked })
+      )
+    }
+
     const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
       Effect.gen(function*() {
         // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
@@ -339,8 +349,8 @@ export const AuthorizationServiceLive = Layer.effect(
           if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
           if (code.usedAt !== null) {
             // A replayed code means someone else may hold it: the grant issued from it is revoked.
-            yield* grants.revoke(developer.id, code.grantId)
-            return { error: "Authorization code already used; the grant issued from it has been revoked" } as const
+            const revoked = yield* grants.revoke(developer.id, code.grantId)
+            return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
           if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
@@ -366,6 +376,7 @@ export const AuthorizationServiceLive = Layer.effect(
           return { tokens: { ...tokens, ...issued } } as const
         })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })
@@ -381,8 +392,8 @@ export const AuthorizationServiceLive = Layer.effect(
           const token = rows[0]
           if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
           if (token.usedAt !== null) {
-            yield* grants.revoke(developer.id, token.grantId)
-            return { error: "Refresh token already used; the grant has been revoked" } as const
+            const revoked = yield* grants.revoke(developer.id, token.grantId)
+            return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
           if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
@@ -396,6 +407,7 @@ export const AuthorizationServiceLive = Layer.effect(
           return { tokens: yield* issueTokens(grant, ms, bdg) } as const
         })).pipe(Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })

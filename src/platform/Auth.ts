@@ -111,6 +111,8 @@ export interface GateState {
   rateHeaders?: Record<string, string>
   /** the gate found no route for the request (metrics label it `unmatched`) */
   unmatched?: boolean
+  /** the matched route's template (`/v1/agents/:agentId`): the access log's and metrics' route label */
+  route?: string
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 

@@ -10,6 +10,7 @@ import { Effect, Layer, String as Str } from "effect"
 import type Pg from "pg"
 import { Config } from "../Config.ts"
 import { acquirePool, PgPool } from "./PgPool.ts"
+import { postgresConnectFailure } from "./ConnectErrors.ts"
 
 const CONNECT_TIMEOUT_MS = 3_000
 
@@ -109,12 +110,13 @@ const freePort = Effect.promise(
 
 /** Picks the driver from DATABASE_URL. */
 export const DatabaseLive: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown, Config> = Layer.unwrapEffect(
-  Effect.map(Config, (config) => {
+  Effect.map(Config, (config): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown> => {
     if (config.databaseUrl.startsWith("pglite://")) {
       const location = config.databaseUrl.slice("pglite://".length)
       return pgliteLayer(location === "memory" || location === "" ? "memory" : location)
     }
-    return postgresLayer(config.databaseUrl, 10)
+    // a failed first connection says why (refused, unknown host, authentication, no such database)
+    return Layer.catchAll(postgresLayer(config.databaseUrl, 10), (e) => Layer.fail(postgresConnectFailure(config.databaseUrl, e)))
   })
 )
 

@@ -90,6 +90,8 @@ export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CRED
 export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIRED", 403) {}
 /** The principal is deactivated or deleted in the developer's directory (decisions §11). */
 export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_INACTIVE", 403) {}
+/** SIGNUP_ENABLED=false: developers are created by an operator (`agent-auth developers create`) */
+export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}

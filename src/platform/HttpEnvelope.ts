@@ -12,6 +12,9 @@ import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
+import { recordRequest } from "./AccessLog.ts"
+import { Dependencies } from "./Dependencies.ts"
+import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -197,7 +200,8 @@ export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.catchAllCause(app, (cause) => {
     if (isDatabaseUnavailable(cause)) {
       return Effect.as(
-        Effect.logWarning("database unavailable"),
+        // the dependency's state: logged once when it goes away (the probes log its return)
+        Effect.flatMap(Effect.serviceOption(Dependencies), (d) => d._tag === "Some" ? d.value.report("db", false, "connection lost") : Effect.logWarning("database unavailable")),
         HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
       )
     }
@@ -233,6 +237,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const metrics = yield* Metrics
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     const started = performance.now()
     const requestId = newRequestId(request.headers["x-request-id"])
     const url = request.url
@@ -244,7 +249,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       if (verdict._tag === "Refused") {
         const refusal = bodyRefusal(verdict, requestId, path)
         const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
-        metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
+        recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed }, refused.status, (performance.now() - started) / 1000)
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
@@ -255,7 +260,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && !isHtml(out)) {
+      if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
         out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
       }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
@@ -263,9 +268,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
       if (!observed) {
         observed = true
-        const seconds = (performance.now() - started) / 1000
-        // a path no route serves is one series, whatever was asked for
-        metrics.observe(request.method, state.unmatched && out.status >= 400 ? UNMATCHED : path, out.status, seconds)
+        recordRequest(metrics, log, request.method, path, state, out.status, (performance.now() - started) / 1000)
       }
       return out
     }

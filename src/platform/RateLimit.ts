@@ -18,6 +18,7 @@ import { ApiKeys, Authentication, bearerOf, ScimTokenResolver, CurrentGate, type
 import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
 import { Keys } from "./Keys.ts"
 import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
+import { Metrics } from "./Metrics.ts"
 
 export type DeveloperBudget = "plan" | "containment" | "revocationStatus"
 
@@ -36,6 +37,8 @@ export interface RatePolicyValue {
   readonly grantToken?: boolean
   /** /scim/v2: authenticates with a SCIM token, limited per token and per developer, never the plan budget */
   readonly scimToken?: boolean
+  /** while the shared store is down, count in process instead of refusing (containment routes, /metrics) */
+  readonly fallbackInProcess?: boolean
   /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
   readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
 }
@@ -133,19 +136,21 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
   // the runtime's services, looked up on the first request rather than on every one
   let services: {
     config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"]
-    scimTokens: Option.Option<ScimTokenResolver["Type"]>
+    scimTokens: Option.Option<ScimTokenResolver["Type"]>; metrics: Option.Option<Metrics["Type"]>
   } | undefined
   const lookUpServices = Effect.all({
-    config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys, scimTokens: Effect.serviceOption(ScimTokenResolver)
+    config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys,
+    scimTokens: Effect.serviceOption(ScimTokenResolver), metrics: Effect.serviceOption(Metrics)
   })
   return <E, R>(app: HttpApp.Default<E, R>) =>
     Effect.gen(function*() {
-      const { config, counters, keys, apiKeys, scimTokens } = services ??= yield* lookUpServices
+      const { config, counters, keys, apiKeys, scimTokens, metrics } = services ??= yield* lookUpServices
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
       const route = match(request.method, request.url)
       const policy: RatePolicyValue = route?.policy ?? {}
+      if (gate !== undefined) gate.route = route?.path
       if (policy.exempt) return yield* app
       const figures = config.rateLimits
       const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
@@ -245,7 +250,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         addRouteCheck(`addr:${address}`)
       }
 
-      const containment = policy.developerBudget === "containment"
+      const containment = policy.developerBudget === "containment" || policy.fallbackInProcess === true
       const result = yield* counters.hit(checks, WINDOW_MS * 2).pipe(
         Effect.catchAll((e) => containment ? containmentFallback.hit(checks, WINDOW_MS * 2) : Effect.fail(e)),
         Effect.either
@@ -257,6 +262,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       const { rejectedBy, counts } = result.right
       if (rejectedBy >= 0) {
         const check = checks[rejectedBy]!
+        if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: check.name })
         const reported = { name: check.name, limit: check.limit, remaining: 0, resetSeconds }
         // in words, the figure of Retry-After: clients of the published protocol read it from the message
         const wait = `retry in ${resetSeconds} second${resetSeconds === 1 ? "" : "s"}`
@@ -281,6 +287,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000))
         }
         if (hit.right.rejectedBy >= 0) {
+          if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: "hourly" })
           return errorResponse(429, "RATE_LIMITED", "Too many requests from this address this hour; try again later", requestId, rateHeaders({ ...reported, remaining: 0 }, true, 3600))
         }
       }

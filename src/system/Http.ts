@@ -9,6 +9,9 @@ import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { PgPool } from "../platform/PgPool.ts"
 import { timingSafeEqual } from "node:crypto"
+import pkg from "../../package.json" with { type: "json" }
+import { Dependencies } from "../platform/Dependencies.ts"
+import { scrapeGauges } from "./Scrape.ts"
 
 const PROBE_TIMEOUT = "1 second"
 
@@ -36,6 +39,27 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
         Effect.as(ok)
       )
     })
+    const dependencies = yield* Dependencies
+    // ready: the database and Redis answer and every embedded migration is applied
+    const ready = Effect.gen(function*() {
+      const [reachable, pending] = yield* Effect.all([
+        dependencies.probe,
+        dependencies.pendingMigrations.pipe(Effect.option)
+      ], { concurrency: 2 })
+      const checks = {
+        db: reachable.db ? "ok" as const : "unavailable" as const,
+        redis: reachable.redis ? "ok" as const : "unavailable" as const,
+        migrations: pending._tag === "None" ? "unknown" as const : pending.value.length === 0 ? "ok" as const : "pending" as const
+      }
+      const isReady = checks.db === "ok" && checks.redis === "ok" && checks.migrations === "ok"
+      const body = {
+        status: isReady ? "ready" as const : "not_ready" as const,
+        version: pkg.version,
+        checks,
+        ...(pending._tag === "Some" && pending.value.length > 0 ? { pendingMigrations: pending.value } : {})
+      }
+      return isReady ? body : HttpServerResponse.unsafeJson(body, { status: 503 }) as any
+    })
     return handlers
       .handle("health", () =>
         Effect.gen(function*() {
@@ -56,8 +80,10 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
               return yield* Effect.fail(new Unauthorized({ message: "Metrics token required" }))
             }
           }
-          return HttpServerResponse.text(metrics.render(), { contentType: "text/plain; version=0.0.4" }) as any
+          return HttpServerResponse.text(metrics.render(yield* scrapeGauges), { contentType: "text/plain; version=0.0.4" }) as any
         }))
+      .handle("live", () => Effect.succeed({ status: "ok" as const, version: pkg.version }))
+      .handle("ready", () => ready)
       .handle("openapi", () => Effect.succeed(spec))
       .handle("favicon", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: { "cache-control": "public, max-age=86400" } })))
   }))

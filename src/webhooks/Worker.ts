@@ -15,6 +15,7 @@ import { Duration, Effect, Layer, Queue, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { DELIVERY_CHANNEL, onDeliveriesQueued } from "../platform/Events.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { send, signDelivery } from "./Delivery.ts"
 import { Webhooks } from "./Service.ts"
@@ -161,6 +162,7 @@ const sendClaimed = (d: Claimed) =>
       yield* sql`UPDATE webhook_deliveries SET status = 'delivered', attempts = ${attempts}, last_response_status = ${outcome.status},
                    last_error = NULL, delivered_at = ${at}, lease_until = NULL, updated_at = ${at}
                  WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+      yield* countDelivery("delivered")
       return "delivered" as const
     }
     const final = attempts >= d.maxAttempts
@@ -169,8 +171,19 @@ const sendClaimed = (d: Claimed) =>
                  last_response_status = ${outcome.status}, last_error = ${outcome.error},
                  next_attempt_at = ${final ? at : next}, lease_until = NULL, updated_at = ${at}
                WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+    yield* countDelivery(final ? "failed" : "retrying")
+    // an operator must see a delivery given up on (its receiver's developer will ask)
+    if (final) {
+      yield* Effect.logWarning("webhook delivery failed for good").pipe(Effect.annotateLogs({
+        deliveryId: d.id, endpointId: d.endpointId, developerId: d.developerId, eventId: d.eventId, attempts,
+        lastStatus: outcome.status ?? undefined, lastError: outcome.error
+      }))
+    }
     return "failed" as const
   }).pipe(Effect.orDie)
+
+const countDelivery = (outcome: "delivered" | "retrying" | "failed") =>
+  Effect.serviceOption(Metrics).pipe(Effect.map((m) => m._tag === "Some" && m.value.inc("webhook_deliveries_total", { outcome })))
 
 /** One round: claim (fairly), send all claimed at once, record. Tests drive it directly. */
 export const deliverDue = Effect.gen(function*() {

@@ -76,14 +76,14 @@ test.skipIf(!existsSync(CHROMIUM))("/docs renders in a browser under its policy:
 
 describe("metrics", () => {
   test("2,000 random unknown paths are one `unmatched` series; real routes stay visible", async () => {
-    const before = (await app.request("GET", "/metrics")).text.split("\n").filter((l) => l.startsWith("http_requests_total")).length
+    const before = (await app.request("GET", "/metrics")).text.split("\n").filter((l) => l.startsWith("agent_auth_http_requests_total")).length
     for (let i = 0; i < 2000; i += 100) {
       await Promise.all(Array.from({ length: 100 }, (_, j) =>
         fetch(`${app.url}/${randomBytes(6).toString("hex")}/${i + j}`, j % 2 === 0 ? {} : { method: "POST", body: "x", headers: { "content-type": "text/plain" } }).then((r) => r.text())))
     }
     await app.request("GET", "/health")
     const text = (await app.request("GET", "/metrics")).text
-    const series = text.split("\n").filter((l) => l.startsWith("http_requests_total"))
+    const series = text.split("\n").filter((l) => l.startsWith("agent_auth_http_requests_total"))
     expect(series.length - before).toBeLessThan(10)
     expect(series.filter((l) => l.includes('route="unmatched"')).length).toBeGreaterThan(0)
     expect(series.some((l) => l.includes('route="/health"'))).toBe(true)

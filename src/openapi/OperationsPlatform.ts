@@ -45,7 +45,7 @@ export const PLATFORM_OPERATIONS: Record<string, OperationDoc> = {
 
   "POST /v1/signup": {
     summary: "Sign up a developer",
-    description: "Creates your developer account and answers its API key, **shown once**: store it on your backend. No key needed. `mode: \"sandbox\"` gives an `sk_test_` key whose authorization requests skip the consent page (the code comes back at once), for trying the flow with curl. 409 when the email is taken.",
+    description: "Creates your developer account and answers its API key, **shown once**: store it on your backend. No key needed. `mode: \"sandbox\"` gives an `sk_test_` key whose authorization requests skip the consent page (the code comes back at once), for trying the flow with curl. 409 when the email is taken. An operator may close sign-up (`SIGNUP_ENABLED=false`): it then answers 403 `SIGNUP_DISABLED` and accounts are created with `agent-auth developers create`.",
     request: { name: "Acme Assistants", email: "dev@acme.example", mode: "sandbox" },
     response: { ...developer, apiKey: API_KEY }
   },

@@ -13,6 +13,7 @@ import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
+import { PoliciesApi } from "./policies/Api.ts"
 import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
@@ -33,6 +34,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(PasskeysApi)
   .add(WebhooksApi)
   .add(CredentialsApi)
+  .add(PoliciesApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

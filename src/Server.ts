@@ -46,6 +46,8 @@ import { KeysLive } from "./platform/Keys.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
+import { PoliciesHttp } from "./policies/Http.ts"
+import { PolicyEngineLive } from "./policies/Service.ts"
 import { SystemHttp } from "./system/Http.ts"
 import { VaultHttp } from "./vault/Http.ts"
 import { VaultLive } from "./vault/Service.ts"
@@ -103,7 +105,11 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysLive,
     WebhooksLive,
     CredentialsLive
-  ).pipe(Layer.provideMerge(Platform))
+  ).pipe(
+    // policies are read by authorization, grants, bundles and the vault (decisions §13)
+    Layer.provideMerge(PolicyEngineLive),
+    Layer.provideMerge(Platform)
+  )
   const Handlers = Layer.mergeAll(
     SystemHttp,
     DevelopersHttp,
@@ -119,7 +125,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsHttp,
     PasskeysHttp,
     WebhooksHttp,
-    CredentialsHttp
+    CredentialsHttp,
+    PoliciesHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),

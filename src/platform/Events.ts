@@ -27,7 +27,9 @@ export const EVENT_TYPES = [
   "vc.issued",
   "vc.revoked",
   "sd-jwt.issued",
-  "sd-jwt.presented"
+  "sd-jwt.presented",
+  // decisions §13
+  "policy.denied"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -74,6 +74,8 @@ export interface PolicyEngineService {
   /** drops the developer's entry (after a change on this instance) and refreshes their flags */
   readonly changed: (developerId: string) => Effect.Effect<void>
   readonly ssoEnforced: (developerId: string) => Effect.Effect<boolean>
+  /** token.refresh: the denial's message (the refresh answers INVALID_GRANT with it), or undefined */
+  readonly refreshDenied: (developerId: string, grantId: string) => Effect.Effect<string | undefined>
 }
 
 export class PolicyEngine extends Context.Tag("agent-auth/PolicyEngine")<PolicyEngine, PolicyEngineService>() {}
@@ -313,8 +315,24 @@ export const PolicyEngineLive = Layer.scoped(
     const explain: PolicyEngineService["explain"] = (action, subject, overrides) =>
       Effect.map(decide(action, subject, overrides), ({ decision, ms }) => ({ ...decision, evaluatedAt: new Date(ms).toISOString() }))
 
+    const refreshDenied: PolicyEngineService["refreshDenied"] = (developerId, grantId) =>
+      Effect.gen(function*() {
+        const [grant] = yield* sql<{ agentId: string; principalId: string; scopes: ReadonlyArray<string>; delegationDepth: number; parentGrantId: string | null }>`
+          SELECT agent_id, principal_id, scopes, delegation_depth, parent_grant_id FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}`
+          .pipe(Effect.orDie)
+        if (grant === undefined) return undefined
+        return yield* guard("token.refresh", {
+          developerId,
+          agentId: grant.agentId,
+          principalId: grant.principalId,
+          scopes: grant.scopes,
+          grant: { id: grantId, delegationDepth: Number(grant.delegationDepth), parentGrantId: grant.parentGrantId }
+        }).pipe(Effect.match({ onFailure: (e) => e.message, onSuccess: () => undefined }))
+      })
+
     return {
       guard,
+      refreshDenied,
       namesAction: (developerId, action) => action === "vault.exchange" ? vaultNamers.has(developerId) : true,
       explain,
       load,

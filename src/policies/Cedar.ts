@@ -35,12 +35,19 @@ export const initCedar = (): Promise<void> =>
     cedar.initSync({ module: new WebAssembly.Module(bytes) })
   })
 
+/** A policy's scope (principal, action, resource constraints), read from its JSON form. */
+type Matcher = (ctx: PolicyContext) => boolean
+
 export interface ParsedSet {
   /** our policy id → policy text */
   readonly policies: Record<string, string>
   readonly effects: Record<string, "permit" | "forbid">
   /** whether a policy's action constraint names `vault.exchange` (only then are exchanges evaluated) */
   readonly namesVaultExchange: boolean
+  /** whether a request can satisfy the policy's scope; a policy whose scope fails cannot apply or err */
+  readonly scopes: Record<string, Matcher>
+  /** slice (ids in the request's scope) → its pre-parsed set id; reset when full */
+  readonly slices: Map<string, { readonly setId: string }>
 }
 
 export type ParseOutcome =
@@ -67,12 +74,14 @@ export const parseSet = (text: string): ParseOutcome => {
   }
   const policies: Record<string, string> = {}
   const effects: Record<string, "permit" | "forbid"> = {}
+  const scopes: Record<string, Matcher> = {}
   let namesVaultExchange = false
   split.policies.forEach((policy, index) => {
     const json = cedar.policyToJson(policy)
     const annotated = json.type === "success" ? json.json.annotations?.id : undefined
     const id = typeof annotated === "string" && ID.test(annotated) && policies[annotated] === undefined ? annotated : `policy${index}`
     policies[id] = policy
+    scopes[id] = json.type === "success" ? scopeMatcher(json.json) : () => true
     if (json.type === "success") {
       effects[id] = json.json.effect
       if (JSON.stringify(json.json.action).includes(`"vault.exchange"`)) namesVaultExchange = true
@@ -88,12 +97,81 @@ export const parseSet = (text: string): ParseOutcome => {
       details: checked.validationErrors.slice(0, 20).map((e) => ({ path: `content/${e.policyId}`, message: clip(e.error.message) }))
     }
   }
-  return { ok: true, set: { policies, effects, namesVaultExchange } }
+  return { ok: true, set: { policies, effects, namesVaultExchange, scopes, slices: new Map() } }
+}
+
+type Uid = { type?: string; id?: string; __entity?: { type: string; id: string } }
+const uid = (e: Uid | undefined) => e?.__entity ?? (e?.type !== undefined ? { type: e.type, id: e.id! } : undefined)
+
+/**
+ * The scope of a policy as a predicate over our requests (principal Agent, action, resource
+ * Principal in its groups). Anything not understood answers true: the slice may then hold a policy
+ * that cannot apply, never lose one that could.
+ */
+const scopeMatcher = (json: any): Matcher => {
+  const checks: Array<Matcher> = []
+  const p = json.principal, a = json.action, r = json.resource
+  if ((p?.op === "==" || p?.op === "in") && uid(p.entity) !== undefined) {
+    const e = uid(p.entity)!
+    checks.push(e.type === "Agent" ? (ctx) => ctx.agentId === e.id : () => false)
+  }
+  if (a?.op === "==" && uid(a.entity) !== undefined) {
+    const e = uid(a.entity)!
+    checks.push((ctx) => ctx.action === e.id)
+  } else if (a?.op === "in" && Array.isArray(a.entities)) {
+    const ids = a.entities.map((x: Uid) => uid(x)?.id)
+    checks.push((ctx) => ids.includes(ctx.action))
+  } else if (a?.op === "in" && uid(a.entity) !== undefined) {
+    const e = uid(a.entity)!
+    checks.push((ctx) => ctx.action === e.id)
+  }
+  const resourceIn = (e: { type: string; id: string }): Matcher =>
+    e.type === "Principal" ? (ctx) => ctx.principalId === e.id : e.type === "Group" ? (ctx) => ctx.principal.groups.includes(e.id) : () => false
+  if (r?.op === "==" && uid(r.entity) !== undefined) {
+    const e = uid(r.entity)!
+    checks.push(e.type === "Principal" ? (ctx) => ctx.principalId === e.id : () => false)
+  } else if (r?.op === "in" && uid(r.entity) !== undefined) {
+    checks.push(resourceIn(uid(r.entity)!))
+  } else if (r?.op === "is" && r.in?.entity !== undefined && uid(r.in.entity) !== undefined) {
+    checks.push(resourceIn(uid(r.in.entity)!))
+  }
+  return (ctx) => checks.every((check) => check(ctx))
+}
+
+/** which set each pre-parsed id holds now: ids are reused, so a holder checks before it evaluates */
+const holders = new Map<string, object>()
+const MAX_SLICES = 64
+
+const ensurePreparsed = (setId: string, holder: object, policies: Record<string, string>): boolean => {
+  if (holders.get(setId) === holder) return true
+  if (cedar.preparsePolicySet(setId, { staticPolicies: policies }).type !== "success") return false
+  holders.set(setId, holder)
+  return true
 }
 
 /** Makes `set` the developer's pre-parsed set; false when cedar refuses it (it was validated before). */
-export const preparse = (developerId: string, set: ParsedSet): boolean =>
-  cedar.preparsePolicySet(developerId, { staticPolicies: set.policies }).type === "success"
+export const preparse = (developerId: string, set: ParsedSet): boolean => ensurePreparsed(developerId, set, set.policies)
+
+/**
+ * The pre-parsed set holding only the policies whose scope the request satisfies (Cedar's own
+ * decision and reasons are the same: a policy outside its scope is never satisfied and never errs),
+ * or undefined when none is. Most requests touch few policies of a large set, and cedar's cost
+ * grows with the set (100 policies ≈ 1.3 ms a decision, a few ≈ 0.2 ms).
+ */
+const sliceFor = (developerId: string, set: ParsedSet, ctx: PolicyContext): string | undefined => {
+  const ids = Object.keys(set.policies).filter((id) => set.scopes[id]!(ctx))
+  if (ids.length === 0) return undefined
+  if (ids.length === Object.keys(set.policies).length) return ensurePreparsed(developerId, set, set.policies) ? developerId : undefined
+  const key = ids.join("\u0000")
+  let slice = set.slices.get(key)
+  if (slice === undefined) {
+    if (set.slices.size >= MAX_SLICES) set.slices.clear()
+    // the object itself marks which slice a reused id holds
+    slice = { setId: `${developerId}#${set.slices.size}` }
+    set.slices.set(key, slice)
+  }
+  return ensurePreparsed(slice.setId, slice, Object.fromEntries(ids.map((id) => [id, set.policies[id]!]))) ? slice.setId : "failed"
+}
 
 const cedarContext = (ctx: PolicyContext, minuteOfDay: number) => ({
   agentId: ctx.agentId,
@@ -140,7 +218,10 @@ export const cedarRequest = (ctx: PolicyContext) => {
  */
 export const evaluateSet = (developerId: string, set: ParsedSet, ctx: PolicyContext): EngineResult => {
   try {
-    const answer = cedar.statefulIsAuthorized({ ...cedarRequest(ctx), preparsedPolicySetId: developerId })
+    const setId = sliceFor(developerId, set, ctx)
+    if (setId === undefined) return { denies: [], allows: [], errors: [] }
+    if (setId === "failed") return { denies: [], allows: [], errors: [{ policyId: null, message: "the Cedar set could not be prepared" }], failed: true }
+    const answer = cedar.statefulIsAuthorized({ ...cedarRequest(ctx), preparsedPolicySetId: setId })
     if (answer.type === "failure") {
       return { denies: [], allows: [], errors: answer.errors.map((e) => ({ policyId: null, message: clip(e.message) })), failed: true }
     }

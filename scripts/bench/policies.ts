@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import { Grants } from "../../src/grants/Service.ts"
+import { PolicyEngine } from "../../src/policies/Service.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { load, type LoadResult, row, startBenchServer } from "./support.ts"
 
@@ -67,8 +68,22 @@ export async function run(): Promise<Record<string, unknown>> {
       const body = await res.json() as { code?: string }
       return res.status === 201 && body.code === undefined
     }
+    // the decision alone, in process (less at the mercy of a busy machine than the HTTP figures)
+    const perDecisionUs = async (d: { developerId: string; agentId: string }) => {
+      const count = 2000
+      return server.run(Effect.gen(function*() {
+        const engine = yield* PolicyEngine
+        const subject = { developerId: d.developerId, agentId: d.agentId, principalId: "user_1", scopes: ["email:read"] }
+        for (let i = 0; i < 200; i++) yield* engine.explain("authorize", subject, {})
+        const started = performance.now()
+        for (let i = 0; i < count; i++) yield* engine.explain("authorize", subject, {})
+        return Number((((performance.now() - started) / count) * 1000).toFixed(1))
+      }))
+    }
+    row("decision in process, no policies: µs", await perDecisionUs(plain))
+    row("decision in process, 50 rules + 100 Cedar: µs", await perDecisionUs(governed))
     const rounds: Record<string, Array<LoadResult>> = { plain: [], governed: [] }
-    for (let round = 0; round < 2; round++) {
+    for (let round = 0; round < 3; round++) {
       rounds.plain!.push(await load(authorize(plain), { seconds: SECONDS, concurrency: 16 }))
       rounds.governed!.push(await load(authorize(governed), { seconds: SECONDS, concurrency: 16 }))
     }
@@ -119,7 +134,7 @@ export async function run(): Promise<Record<string, unknown>> {
       exchange: await exchanger("vault-exchange", "exchange")
     }
     const vault: Record<string, Array<LoadResult>> = { none: [], other: [], exchange: [] }
-    for (let round = 0; round < 2; round++) {
+    for (let round = 0; round < 3; round++) {
       for (const k of ["none", "other", "exchange"] as const) vault[k]!.push(await load(sends[k], { seconds: SECONDS, concurrency: 16 }))
     }
     row("exchange, no policies (today's path): req/s", best(vault.none!, "perSecond"))

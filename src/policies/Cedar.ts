@@ -46,8 +46,10 @@ export interface ParsedSet {
   readonly namesVaultExchange: boolean
   /** whether a request can satisfy the policy's scope; a policy whose scope fails cannot apply or err */
   readonly scopes: Record<string, Matcher>
+  /** what each policy's conditions read (the key under which a slice's decisions are remembered) */
+  readonly reads: Record<string, Reads>
   /** slice (ids in the request's scope) → its pre-parsed set id; reset when full */
-  readonly slices: Map<string, { readonly setId: string }>
+  readonly slices: Map<string, Slice>
 }
 
 export type ParseOutcome =
@@ -75,6 +77,7 @@ export const parseSet = (text: string): ParseOutcome => {
   const policies: Record<string, string> = {}
   const effects: Record<string, "permit" | "forbid"> = {}
   const scopes: Record<string, Matcher> = {}
+  const reads: Record<string, Reads> = {}
   let namesVaultExchange = false
   split.policies.forEach((policy, index) => {
     const json = cedar.policyToJson(policy)
@@ -82,6 +85,7 @@ export const parseSet = (text: string): ParseOutcome => {
     const id = typeof annotated === "string" && ID.test(annotated) && policies[annotated] === undefined ? annotated : `policy${index}`
     policies[id] = policy
     scopes[id] = json.type === "success" ? scopeMatcher(json.json) : () => true
+    reads[id] = json.type === "success" ? readsOf(json.json.conditions) : { paths: [], entities: true, action: true, whole: true }
     if (json.type === "success") {
       effects[id] = json.json.effect
       if (JSON.stringify(json.json.action).includes(`"vault.exchange"`)) namesVaultExchange = true
@@ -97,8 +101,65 @@ export const parseSet = (text: string): ParseOutcome => {
       details: checked.validationErrors.slice(0, 20).map((e) => ({ path: `content/${e.policyId}`, message: clip(e.error.message) }))
     }
   }
-  return { ok: true, set: { policies, effects, namesVaultExchange, scopes, slices: new Map() } }
+  return { ok: true, set: { policies, effects, namesVaultExchange, scopes, reads, slices: new Map() } }
 }
+
+/**
+ * What conditions read: context paths (`scopes`, `time.minuteOfDay`), whether they read the
+ * principal or resource (entities, groups) or the action, or the context as a whole. A decision
+ * depends on nothing else, so it can be remembered under those values.
+ */
+export interface Reads {
+  readonly paths: ReadonlyArray<string>
+  readonly entities: boolean
+  readonly action: boolean
+  readonly whole: boolean
+}
+
+const readsOf = (conditions: unknown): Reads => {
+  const paths = new Set<string>()
+  let entities = false, action = false, whole = false
+  /** ["time", "minuteOfDay"] for context.time.minuteOfDay; undefined when the chain is not on context */
+  const chain = (node: any): Array<string> | undefined => {
+    if (node?.Var === "context") return []
+    const dot = node?.["."]
+    if (dot && typeof dot === "object" && typeof dot.attr === "string") {
+      const left = chain(dot.left)
+      return left === undefined ? undefined : [...left, dot.attr]
+    }
+    return undefined
+  }
+  const walk = (node: any): void => {
+    if (node === null || typeof node !== "object") return
+    if (Array.isArray(node)) return node.forEach(walk)
+    const path = chain(node)
+    if (path !== undefined) {
+      if (path.length === 0) whole = true
+      else paths.add(path.join("."))
+      return
+    }
+    const has = node.has
+    if (has && typeof has === "object" && typeof has.attr === "string") {
+      const left = chain(has.left)
+      if (left !== undefined) {
+        paths.add([...left, has.attr].join("."))
+        return
+      }
+    }
+    if (node.Var === "principal" || node.Var === "resource") entities = true
+    if (node.Var === "action") action = true
+    for (const value of Object.values(node)) walk(value)
+  }
+  walk(conditions)
+  return { paths: [...paths].sort(), entities, action, whole }
+}
+
+interface Slice {
+  readonly setId: string
+  readonly reads: Reads
+  readonly memo: Map<string, EngineResult>
+}
+const MEMO_MAX = 4096
 
 type Uid = { type?: string; id?: string; __entity?: { type: string; id: string } }
 const uid = (e: Uid | undefined) => e?.__entity ?? (e?.type !== undefined ? { type: e.type, id: e.id! } : undefined)
@@ -158,19 +219,43 @@ export const preparse = (developerId: string, set: ParsedSet): boolean => ensure
  * or undefined when none is. Most requests touch few policies of a large set, and cedar's cost
  * grows with the set (100 policies ≈ 1.3 ms a decision, a few ≈ 0.2 ms).
  */
-const sliceFor = (developerId: string, set: ParsedSet, ctx: PolicyContext): string | undefined => {
+const sliceFor = (developerId: string, set: ParsedSet, ctx: PolicyContext): Slice | "failed" | undefined => {
   const ids = Object.keys(set.policies).filter((id) => set.scopes[id]!(ctx))
   if (ids.length === 0) return undefined
-  if (ids.length === Object.keys(set.policies).length) return ensurePreparsed(developerId, set, set.policies) ? developerId : undefined
   const key = ids.join("\u0000")
   let slice = set.slices.get(key)
   if (slice === undefined) {
     if (set.slices.size >= MAX_SLICES) set.slices.clear()
     // the object itself marks which slice a reused id holds
-    slice = { setId: `${developerId}#${set.slices.size}` }
+    const all = ids.map((id) => set.reads[id]!)
+    slice = {
+      // the whole set keeps the developer's id (pre-parsed at load); a part gets a numbered one
+      setId: ids.length === Object.keys(set.policies).length ? developerId : `${developerId}#${set.slices.size}`,
+      reads: {
+        paths: [...new Set(all.flatMap((r) => r.paths))],
+        entities: all.some((r) => r.entities),
+        action: all.some((r) => r.action),
+        whole: all.some((r) => r.whole)
+      },
+      memo: new Map()
+    }
     set.slices.set(key, slice)
   }
-  return ensurePreparsed(slice.setId, slice, Object.fromEntries(ids.map((id) => [id, set.policies[id]!]))) ? slice.setId : "failed"
+  return ensurePreparsed(slice.setId, slice, Object.fromEntries(ids.map((id) => [id, set.policies[id]!]))) ? slice : "failed"
+}
+
+const valueAt = (value: any, path: string) => {
+  for (const part of path.split(".")) value = value?.[part]
+  return value
+}
+
+/** The values the slice's decision depends on (its scopes were satisfied, so only what conditions read). */
+const memoKey = (slice: Slice, ctx: PolicyContext, context: Record<string, unknown>): string | undefined => {
+  if (slice.reads.whole) return undefined
+  const parts: Array<unknown> = slice.reads.paths.map((p) => valueAt(context, p) ?? null)
+  if (slice.reads.action) parts.push(ctx.action)
+  if (slice.reads.entities) parts.push(ctx.agentId, ctx.principalId, ctx.principal)
+  return JSON.stringify(parts)
 }
 
 const cedarContext = (ctx: PolicyContext, minuteOfDay: number) => ({
@@ -218,18 +303,28 @@ export const cedarRequest = (ctx: PolicyContext) => {
  */
 export const evaluateSet = (developerId: string, set: ParsedSet, ctx: PolicyContext): EngineResult => {
   try {
-    const setId = sliceFor(developerId, set, ctx)
-    if (setId === undefined) return { denies: [], allows: [], errors: [] }
-    if (setId === "failed") return { denies: [], allows: [], errors: [{ policyId: null, message: "the Cedar set could not be prepared" }], failed: true }
-    const answer = cedar.statefulIsAuthorized({ ...cedarRequest(ctx), preparsedPolicySetId: setId })
+    const slice = sliceFor(developerId, set, ctx)
+    if (slice === undefined) return { denies: [], allows: [], errors: [] }
+    if (slice === "failed") return { denies: [], allows: [], errors: [{ policyId: null, message: "the Cedar set could not be prepared" }], failed: true }
+    const request = cedarRequest(ctx)
+    const key = memoKey(slice, ctx, request.context)
+    const remembered = key === undefined ? undefined : slice.memo.get(key)
+    if (remembered !== undefined) return remembered
+    const answer = cedar.statefulIsAuthorized({ ...request, preparsedPolicySetId: slice.setId })
     if (answer.type === "failure") {
       return { denies: [], allows: [], errors: answer.errors.map((e) => ({ policyId: null, message: clip(e.message) })), failed: true }
     }
     const { decision, diagnostics } = answer.response
     const errors = diagnostics.errors.map((e) => ({ policyId: e.policyId, message: clip(e.error.message) }))
     const erroredForbids = diagnostics.errors.filter((e) => set.effects[e.policyId] === "forbid").map((e) => e.policyId)
-    if (decision === "allow") return { denies: erroredForbids, allows: diagnostics.reason, errors }
-    return { denies: [...diagnostics.reason, ...erroredForbids], allows: [], errors }
+    const result: EngineResult = decision === "allow"
+      ? { denies: erroredForbids, allows: diagnostics.reason, errors }
+      : { denies: [...diagnostics.reason, ...erroredForbids], allows: [], errors }
+    if (key !== undefined) {
+      if (slice.memo.size >= MEMO_MAX) slice.memo.clear()
+      slice.memo.set(key, result)
+    }
+    return result
   } catch (e) {
     return { denies: [], allows: [], errors: [{ policyId: null, message: "the Cedar engine failed" }], failed: true }
   }

@@ -7,6 +7,7 @@
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import fc from "fast-check"
+import { evaluateSet, initCedar, parseSet, preparse } from "../../src/policies/Cedar.ts"
 import { ACTIONS, combine, evaluateRules, type PolicyContext, type Rule } from "../../src/policies/Rules.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { b64 } from "./support.ts"
@@ -164,6 +165,31 @@ describe("oracle: our API and cedar-wasm decide alike", () => {
       }),
       { numRuns: 30 }
     )
+  })
+})
+
+describe("oracle in process: one set, many requests (slices and remembered decisions)", () => {
+  test("evaluateSet agrees with cedar-wasm on every request", async () => {
+    await initCedar()
+    let developer = 0
+    fc.assert(fc.property(fc.array(ruleArb, { minLength: 1, maxLength: 12 }), fc.array(requestArb, { minLength: 20, maxLength: 60 }), (rules, requests) => {
+      const developerId = `dev_oracle_${developer++}`
+      const policies = Object.fromEntries(rules.map((r, i) => [`p${i}`, toCedar(`p${i}`, r)]))
+      const parsed = parseSet(Object.values(policies).join("\n"))
+      if (!parsed.ok) throw new Error(JSON.stringify(parsed.details))
+      expect(preparse(developerId, parsed.set)).toBe(true)
+      // each request twice: the second answer may come from memory and must not differ
+      for (const q of [...requests, ...requests]) {
+        const expected = direct(policies, q, developerId)
+        const ctx: PolicyContext = {
+          ...ctxOf(q), developerId, agentDid: `did:service:${q.agentId}`,
+          time: { iso: new Date(q.at).toISOString(), hhmm: new Date(q.at).toISOString().slice(11, 16), weekday: new Date(q.at).getUTCDay() || 7, tz: "UTC" }
+        }
+        const ours = evaluateSet(developerId, parsed.set, ctx)
+        const effect = ours.denies.length > 0 ? "deny" : ours.allows.length > 0 ? "allow" : null
+        expect({ effect, reasons: [...ours.denies, ...ours.allows].sort() }).toEqual(expected)
+      }
+    }), { numRuns: 60 })
   })
 })
 

@@ -134,6 +134,13 @@ export const makeRepo = (sql: SqlClient.SqlClient) => ({
         WHERE developer_id = ${developerId} AND format = ${format} AND active`,
       (rows) => rows[0]
     ),
+  activeBundleId: (developerId: string, format: string) =>
+    Effect.map(
+      sql<{ id: string }>`SELECT id FROM policy_bundles WHERE developer_id = ${developerId} AND format = ${format} AND active`,
+      (rows) => rows[0]?.id
+    ),
+  contentOf: (id: string) =>
+    Effect.map(sql<{ content: Uint8Array }>`SELECT content FROM policy_bundles WHERE id = ${id}`, (rows) => rows[0]?.content),
   activate: (developerId: string, id: string) =>
     sql.withTransaction(Effect.gen(function*() {
       const [row] = yield* sql<{ format: string }>`SELECT format FROM policy_bundles WHERE id = ${id} AND developer_id = ${developerId} FOR UPDATE`

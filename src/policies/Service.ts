@@ -110,18 +110,30 @@ export const PolicyEngineLive = Layer.scoped(
         developerId ? [developerId] : []
       )
 
-    const loadFresh = (developerId: string, ms: number) =>
+    /**
+     * Parsed sets by developer, kept across cache entries: a stored set never changes (a new one gets
+     * a new id), so an entry that expires re-reads the rules and the active set's id, and parses
+     * only when that id changed.
+     */
+    const parsedSets = new Map<string, { readonly bundleId: string; readonly set: ParsedSet }>()
+
+    const loadFresh = (developerId: string) =>
       Effect.gen(function*() {
         const rules = sortRules(yield* repo.rules(developerId))
-        const bundle = yield* repo.activeBundle(developerId, "cedar")
+        const bundleId = yield* repo.activeBundleId(developerId, "cedar")
         let cedar: ParsedSet | undefined
-        if (bundle !== undefined) {
-          const parsed = parseSet(Buffer.from(bundle.content).toString("utf8"))
+        if (bundleId === undefined) parsedSets.delete(developerId)
+        else if (parsedSets.get(developerId)?.bundleId === bundleId) cedar = parsedSets.get(developerId)!.set
+        else {
+          const content = yield* repo.contentOf(bundleId)
+          const parsed = content === undefined ? undefined : parseSet(Buffer.from(content).toString("utf8"))
           // stored sets were validated; one that no longer parses (a newer cedar) fails closed
-          if (!parsed.ok || !preparse(developerId, parsed.set)) {
-            return yield* Effect.fail(new Error(`the active Cedar set ${bundle.id} no longer parses`))
+          if (parsed === undefined || !parsed.ok || !preparse(developerId, parsed.set)) {
+            return yield* Effect.fail(new Error(`the active Cedar set ${bundleId} does not parse`))
           }
           cedar = parsed.set
+          if (parsedSets.size >= CACHE_MAX) parsedSets.clear()
+          parsedSets.set(developerId, { bundleId, set: cedar })
         }
         const loaded: Loaded = { rules, cedar, until: Date.now() + ENTRY_MS }
         if (cache.size >= CACHE_MAX) cache.clear()
@@ -129,7 +141,6 @@ export const PolicyEngineLive = Layer.scoped(
         const names = rulesName(rules, "vault.exchange") || cedar?.namesVaultExchange === true
         if (names) vaultNamers.add(developerId)
         else vaultNamers.delete(developerId)
-        void ms
         return loaded
       })
 
@@ -137,7 +148,7 @@ export const PolicyEngineLive = Layer.scoped(
       Effect.suspend(() => {
         const hit = cache.get(developerId)
         if (hit !== undefined && hit.until > Date.now()) return Effect.succeed(hit)
-        return Effect.flatMap(nowMillis, (ms) => loadFresh(developerId, ms))
+        return loadFresh(developerId)
       }).pipe(Effect.orDie)
 
     const changed = (developerId: string) =>

@@ -10,7 +10,7 @@
 import { HttpServerRequest } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Layer, Option, Runtime, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { isEmbeddedDatabase } from "../platform/Database.ts"
@@ -30,6 +30,9 @@ import {
 
 export const POLICY_CHANGES = "policy_changes"
 const ENTRY_MS = 60_000
+const FLAGS_REFRESH_MS = 60_000
+/** sent on POLICY_CHANGES to learn that the listener is in place (no developer id looks like it) */
+const LISTENING_PROBE = "listening"
 const CACHE_MAX = 10_000
 const DECISION_RETENTION_MS = 30 * 24 * 60 * 60 * 1000
 
@@ -160,17 +163,38 @@ export const PolicyEngineLive = Layer.scoped(
         })
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("policy flags not refreshed", cause)))
 
-    // every instance starts knowing which developers name vault.exchange, then follows changes
-    for (const row of yield* readFlags().pipe(Effect.orDie)) vaultNamers.add(row.developerId)
+    // Every instance knows which developers name vault.exchange (exchanges of the others are not
+    // evaluated, so a flag must not go stale): it listens first, waits to hear its own probe (as
+    // platform/Auth.ts does), then reads every flag, and reads them all again every minute in case a
+    // notification was lost while the listener reconnected.
+    const refreshAllFlags = Effect.gen(function*() {
+      const rows = yield* readFlags()
+      vaultNamers.clear()
+      for (const row of rows) vaultNamers.add(row.developerId)
+    })
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     if (pg._tag === "Some" && !isEmbeddedDatabase(config.databaseUrl)) {
+      const listening = yield* Deferred.make<void>()
       yield* pg.value.listen(POLICY_CHANGES).pipe(
-        Stream.runForEach((developerId) => changed(developerId)),
+        Stream.runForEach((payload) => payload === LISTENING_PROBE ? Deferred.succeed(listening, undefined) : changed(payload)),
         Effect.retry({ schedule: Schedule.spaced("1 second") }),
         Effect.catchAllCause(() => Effect.void),
         Effect.forkScoped
       )
+      // real time, not the service's Clock: tests hold that still while the service starts
+      const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+      for (let probe = 0; probe < 50 && !(yield* Deferred.isDone(listening)); probe++) {
+        yield* sql`SELECT pg_notify(${POLICY_CHANGES}, ${LISTENING_PROBE})`.pipe(Effect.ignore)
+        yield* Effect.raceFirst(Deferred.await(listening), realSleep(100))
+      }
+      const runtime = yield* Effect.runtime<never>()
+      const timer = setInterval(() => {
+        Runtime.runFork(runtime)(refreshAllFlags.pipe(Effect.catchAllCause((cause) => Effect.logWarning("policy flags not refreshed", cause))))
+      }, FLAGS_REFRESH_MS)
+      timer.unref?.()
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(timer)))
     }
+    yield* refreshAllFlags.pipe(Effect.orDie)
 
     const requestInfo = Effect.gen(function*() {
       const request = yield* Effect.serviceOption(HttpServerRequest.HttpServerRequest)

@@ -17,6 +17,7 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PlanLimitExceeded, PolicyInvalid } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
+import { RatePolicy } from "../platform/RateLimit.ts"
 import { ACTIONS, HHMM, isTimeZone } from "./Rules.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
@@ -141,6 +142,8 @@ export class PoliciesApi extends HttpApiGroup.make("policies")
       .addError(BadRequest)
       .addError(PlanLimitExceeded)
       .addError(BodyErrors)
+      // as published: policy writes are limited to 30 a minute per address
+      .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/policies")
@@ -158,6 +161,7 @@ export class PoliciesApi extends HttpApiGroup.make("policies")
       .addError(BadRequest)
       .addError(PolicyInvalid)
       .addError(BodyErrors)
+      .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
     HttpApiEndpoint.get("bundles", "/v1/policies/bundles")
@@ -206,12 +210,14 @@ export class PoliciesApi extends HttpApiGroup.make("policies")
       .addError(BadRequest)
       .addError(NotFound)
       .addError(BodyErrors)
+      .annotate(RatePolicy, { routeLimit: 30 })
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/policies/:id")
       .setPath(IdPath)
       .addSuccess(Schema.Void, { status: 204 })
       .addError(NotFound)
+      .annotate(RatePolicy, { routeLimit: 30 })
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)

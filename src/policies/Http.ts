@@ -72,6 +72,15 @@ const checkFields = (f: RuleFields) =>
     }))
     : Effect.succeed(f)
 
+/** the text, or undefined when the bytes are not UTF-8 (such content cannot be a Cedar set) */
+const utf8 = (bytes: Uint8Array): string | undefined => {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
 const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
 export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
@@ -175,7 +184,10 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
               }))
             }
           } else {
-            const text = new TextDecoder("utf-8", { fatal: true }).decode(content, { stream: false })
+            const text = utf8(content)
+            if (text === undefined) {
+              return yield* Effect.fail(new PolicyInvalid({ message: "content is not UTF-8 text", details: [{ path: "content", message: "is not UTF-8 text" }] }))
+            }
             const parsed = parseSet(text)
             if (!parsed.ok) {
               return yield* Effect.fail(new PolicyInvalid({ message: `The Cedar policy set is not valid: ${parsed.details[0]?.message}`, details: parsed.details }))
@@ -196,14 +208,7 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
           }))
           if (activate) yield* changed(developer.id)
           return { ...bundleView(row), fileCount: payload.fileCount ?? 1, activated: activate }
-        }).pipe(
-          // content that is not UTF-8 text cannot be a Cedar set
-          Effect.catchAllDefect((e) =>
-            e instanceof TypeError
-              ? Effect.fail(new PolicyInvalid({ message: "content is not UTF-8 text", details: [{ path: "content", message: "is not UTF-8 text" }] }))
-              : Effect.die(e)
-          )
-        ))
+        }))
       .handle("bundles", ({ urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper

@@ -137,6 +137,8 @@ permit(principal, action, resource in Group::"staff") when { ["email:read"].cont
     expect([tooBig.status, tooBig.body.code]).toEqual([422, "POLICY_INVALID"])
     const notB64 = await app.request("POST", "/v1/policies/sync", { apiKey, body: { format: "cedar", version: "1", content: "%%%" } })
     expect([notB64.status, notB64.body.code, notB64.body.details[0].path]).toEqual([400, "BAD_REQUEST", "content"])
+    const binary = await app.request("POST", "/v1/policies/sync", { apiKey, body: { format: "cedar", version: "1", content: Buffer.from([0xff, 0xfe, 0x00, 0x41]).toString("base64") } })
+    expect([binary.status, binary.body.code, binary.body.details[0].path]).toEqual([422, "POLICY_INVALID", "content"])
     const rego = await app.request("POST", "/v1/policies/sync", { apiKey, body: { format: "rego", version: "1", content: b64("package x") } })
     expect([rego.status, rego.body.code]).toEqual([422, "POLICY_INVALID"])
     const unknown = await app.request("POST", "/v1/policies/sync", { apiKey, body: { format: "cedar", version: "1", content: b64("forbid(principal, action, resource);"), extra: 1 } })

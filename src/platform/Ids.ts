@@ -56,5 +56,6 @@ export type IdPrefix =
   | "scimtok" | "scimuser" | "scimgrp"
   | "cexp"
   | "psess" // principal sessions (decisions §12)
+  | "pol" | "pbnd" | "pdec"
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

@@ -42,6 +42,8 @@ import m0018 from "./0018_principals_passkeys.sql" with { type: "text" }
 import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
 // @ts-ignore text import
 import m0020 from "./0020_operator_gauges.sql" with { type: "text" }
+// @ts-ignore text import
+import m0022 from "./0022_policies.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -63,5 +65,6 @@ export const migrations: Record<string, string> = {
   "0017_credentials": m0017,
   "0018_principals_passkeys": m0018,
   "0019_webhook_rotation": m0019,
-  "0020_operator_gauges": m0020
+  "0020_operator_gauges": m0020,
+  "0022_policies": m0022
 }

@@ -17,6 +17,7 @@ import { PasskeysApi } from "./passkeys/Api.ts"
 import { describeApi } from "./openapi/Document.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
 import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
+import { PoliciesApi } from "./policies/Api.ts"
 import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
@@ -43,6 +44,7 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(PrincipalSessionsApi)
   .add(PrincipalApi)
   .add(PermissionsPageApi)
+  .add(PoliciesApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

@@ -114,6 +114,8 @@ export interface AppConfig {
     readonly alertIntervalSeconds: number
   }
   readonly rateLimits: RateLimitFigures
+  /** decisions §13: built-in rules and Cedar always; OPA over HTTP when `backend` is "opa" */
+  readonly policy: { readonly backend: "builtin" | "opa"; readonly opaUrl: string | undefined; readonly opaTimeoutMs: number }
   readonly dnsResolver: string | undefined
   readonly metricsToken: string | undefined
   readonly logLevel: "debug" | "info" | "warn" | "error" | "none"
@@ -439,6 +441,10 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (production && !env.METRICS_TOKEN?.trim()) {
     throw new ConfigError("METRICS_TOKEN", "is required in production (/metrics is not served publicly)")
   }
+  const policyBackend = env.POLICY_BACKEND?.trim() || "builtin"
+  if (policyBackend !== "builtin" && policyBackend !== "opa") throw new ConfigError("POLICY_BACKEND", "must be builtin or opa")
+  const opaUrl = env.OPA_URL?.trim() ? url("OPA_URL", env.OPA_URL.trim(), ["http:", "https:"]) : undefined
+  if (policyBackend === "opa" && opaUrl === undefined) throw new ConfigError("OPA_URL", "is required when POLICY_BACKEND=opa")
   const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
     ? databaseUrl.slice("pglite://".length)
     : undefined
@@ -496,6 +502,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       signupPerHour: integer(env, "RATE_LIMIT_SIGNUP_PER_HOUR", 10, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
+    policy: { backend: policyBackend, opaUrl, opaTimeoutMs: integer(env, "OPA_TIMEOUT_MS", 2000, 1) },
     dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,
     metricsToken: env.METRICS_TOKEN?.trim() || undefined,
     logLevel,

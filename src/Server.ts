@@ -57,6 +57,9 @@ import { tracingLayer } from "./platform/Tracing.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
+import { PoliciesHttp } from "./policies/Http.ts"
+import { DirectoryPrincipalsLive } from "./directory/Principals.ts"
+import { PolicyEngineLive } from "./policies/Service.ts"
 import { SystemHttp } from "./system/Http.ts"
 import { VaultHttp } from "./vault/Http.ts"
 import { VaultLive } from "./vault/Service.ts"
@@ -106,7 +109,11 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     ComplianceLive,
     CredentialsLive,
     PrincipalsLive.pipe(Layer.provide(GrantsLive))
-  ).pipe(Layer.provideMerge(Platform))
+  ).pipe(
+    // policies are read by authorization, grants, bundles and the vault (decisions §13)
+    Layer.provideMerge(PolicyEngineLive.pipe(Layer.provide(DirectoryPrincipalsLive))),
+    Layer.provideMerge(Platform)
+  )
   const Handlers = Layer.mergeAll(
     SystemHttp,
     DevelopersHttp,
@@ -128,7 +135,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     CredentialsHttp,
     PrincipalSessionsHttp,
     PrincipalHttp,
-    PermissionsPageHttp
+    PermissionsPageHttp,
+    PoliciesHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),

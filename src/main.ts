@@ -71,7 +71,20 @@ const databaseOnly = (env: Record<string, string | undefined>) => ({
   NODE_ENV: env.NODE_ENV === "production" && !env.RSA_PRIVATE_KEY ? "" : env.NODE_ENV
 })
 
-const serve = async (cfg: AppConfig) => {
+/** what `npm run dev` tells a newcomer once it listens: where it is, where the docs are, how to begin */
+const devBanner = (base: string) =>
+  [
+    "",
+    `  agent-auth-service ${pkg.version} (development: embedded database under ./.data)`,
+    `  API   ${base}`,
+    `  Docs  ${base}/docs`,
+    "  Sign up for an API key:",
+    `    curl -sS -X POST ${base}/v1/signup -H 'Content-Type: application/json' -d '{"name":"My company"}'`,
+    "  Then send it as: Authorization: Bearer <apiKey>   (the README's quickstart goes on from there)",
+    ""
+  ].join("\n") + "\n"
+
+const serve = async (cfg: AppConfig, options: { readonly banner?: boolean } = {}) => {
   let server
   try {
     server = await startServer(cfg)
@@ -80,6 +93,7 @@ const serve = async (cfg: AppConfig) => {
   }
   const log = makeLog(cfg.logLevel)
   log.write("info", "listening", { url: `http://${cfg.host}:${server.port}`, version: pkg.version })
+  if (options.banner === true) process.stdout.write(devBanner(cfg.publicBaseUrl))
   let closing = false
   const shutdown = async (signal: string) => {
     if (closing) return
@@ -128,7 +142,7 @@ const main = async (argv: ReadonlyArray<string>) => {
         AUTO_GENERATE_KEYS: "true",
         WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
         ...process.env
-      }))
+      }), { banner: true })
     case "migrate": {
       const cfg = config(databaseOnly(process.env))
       try {

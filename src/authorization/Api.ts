@@ -10,7 +10,7 @@ import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
-  InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PrincipalInactive,
+  InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PolicyDenied, PrincipalInactive,
   PublicRouteErrors, RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
@@ -50,9 +50,14 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
         consentUrl: Schema.String,
         expiresAt: Schema.String,
         sandbox: Schema.optional(Schema.Literal(true)),
-        code: Schema.optional(Schema.String)
+        code: Schema.optional(Schema.String),
+        // decisions §13: approved at once by an allow policy (the published protocol's fields)
+        policyEnforced: Schema.optional(Schema.Literal(true)),
+        effect: Schema.optional(Schema.Literal("allow")),
+        policyId: Schema.optional(Schema.String)
       }), { status: 201 })
       .addError(BadRequest)
+      .addError(PolicyDenied)
       .addError(InvalidRedirectUri)
       .addError(BodyErrors)
       .addError(AgentNotFound)

@@ -17,12 +17,13 @@ import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PrincipalInactive
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied, type PrincipalInactive
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
+import { PolicyEngine } from "../policies/Service.ts"
 import { describeScope } from "./Scopes.ts"
 
 /** An authorization request waits this long for the person. */
@@ -99,8 +100,11 @@ export interface TokenResponse {
 
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
-    { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive
+    {
+      authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string
+      policyEnforced?: true; effect?: "allow"; policyId?: string
+    },
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -139,6 +143,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const events = yield* Events
     const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
+    const policyEngine = yield* PolicyEngine
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -164,7 +169,7 @@ export const AuthorizationServiceLive = Layer.effect(
         }
       }).pipe(Effect.orDie)
 
-    const approveInTransaction = (request: AuthRequestRecord, ms: number, fidoVerified: boolean) =>
+    const approveInTransaction = (request: AuthRequestRecord, ms: number, fidoVerified: boolean, approvedByPolicy?: string) =>
       Effect.gen(function*() {
         const grant = yield* grants.create({
           developerId: request.developerId,
@@ -172,7 +177,8 @@ export const AuthorizationServiceLive = Layer.effect(
           principalId: request.principalId,
           scopes: request.scopes,
           audience: request.audience,
-          expiresAt: new Date(ms + request.grantTtlSeconds * 1000)
+          expiresAt: new Date(ms + request.grantTtlSeconds * 1000),
+          ...(approvedByPolicy !== undefined ? { approvedByPolicy } : {})
         })
         const code = secret()
         yield* sql`INSERT INTO auth_codes (code_hash, auth_request_id, grant_id, developer_id, agent_id, expires_at)
@@ -213,6 +219,11 @@ export const AuthorizationServiceLive = Layer.effect(
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
         yield* principals.requireActive(developer.id, input.principalId)
+        // decisions §13: a deny answers 403 POLICY_DENIED; an allow approves at once, never past a passkey or SSO requirement
+        const policy = yield* policyEngine.guard("authorize", { developerId: developer.id, agentId: agent.id, principalId: input.principalId, scopes: input.scopes })
+        const byPolicy = policy.autoApprove !== undefined && !developer.fidoRequired && !(yield* policyEngine.ssoEnforced(developer.id))
+          ? policy.autoApprove.policyId
+          : undefined
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
@@ -226,6 +237,11 @@ export const AuthorizationServiceLive = Layer.effect(
               input.codeChallenge !== undefined ? method : null, expiresAt, new Date(ms)]
           )
           const base = { authRequestId: id, consentUrl: `${config.publicBaseUrl}/consent?req=${id}`, expiresAt: expiresAt.toISOString() }
+          if (byPolicy !== undefined) {
+            const approval = yield* approveInTransaction(request!, ms, false, byPolicy)
+            yield* policy.recordApproval(approval.grantId)
+            return { ...base, code: approval.code, policyEnforced: true as const, effect: "allow" as const, policyId: byPolicy }
+          }
           if (developer.mode !== "sandbox") return base
           // Sandbox developers test without a person in the loop: the request is approved at once.
           const approval = yield* approveInTransaction(request!, ms, false)
@@ -398,6 +414,9 @@ export const AuthorizationServiceLive = Layer.effect(
           if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
           if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
           if (!(yield* agentIsActive(developer.id, token.agentId))) return { suspended: true } as const
+          // decisions §13: a policy deny answers INVALID_GRANT and leaves the refresh token unused
+          const denied = yield* policyEngine.refreshDenied(developer.id, token.grantId)
+          if (denied !== undefined) return { error: denied } as const
           yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
           const grant = yield* grants.find(developer.id, token.grantId)
           if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {

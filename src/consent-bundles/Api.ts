@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked,
-  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PrincipalInactive
+  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PolicyDenied, PrincipalInactive
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -49,6 +49,7 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
       }))
       .addSuccess(BundleResponse, { status: 201 })
       .addError(InvalidRequest)
+      .addError(PolicyDenied)
       .addError(BodyErrors)
       .addError(AgentNotFound)
       .addError(AgentSuspended)

@@ -14,13 +14,14 @@ import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Princ
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
-  InvalidScopes, InvalidTtl, type PrincipalInactive
+  InvalidScopes, InvalidTtl, type PolicyDenied, type PrincipalInactive
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { PolicyEngine } from "../policies/Service.ts"
 import { approvalRequirement, consentRequired, consumeApproval } from "./Consent.ts"
 
 export const MAX_TTL_SECONDS = 168 * 3600
@@ -115,7 +116,7 @@ const newAuditKeyPair = () => {
 export interface ConsentBundlesService {
   readonly create: (developerId: string, input: CreateInput) => Effect.Effect<
     BundleResponse,
-    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive
+    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive | PolicyDenied
   >
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
@@ -141,6 +142,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const principals = yield* DirectoryPrincipals
     const keys = yield* Keys
     const events = yield* Events
+    const policyEngine = yield* PolicyEngine
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
     const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
 
@@ -167,6 +169,8 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const expiresAt = new Date(ms + ttl * 1000)
         const scopes = [...new Set(input.scopes)]
         const id = newId("bundle", ms)
+        // decisions §13: policies may deny a bundle (403 POLICY_DENIED); checked before the transaction so the denial is logged
+        yield* policyEngine.guard("bundle.create", { developerId, agentId: input.agentId, principalId: input.userId, scopes })
         return yield* sql.withTransaction(Effect.gen(function*() {
           // Shared lock on the agent: a suspension (or deletion) waits for this bundle and then revokes
           // it, or goes first and this one sees the agent suspended.

@@ -6,7 +6,7 @@ import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, DelegationDepthExceeded, InvalidScopes, InvalidToken,
-  NotFound, ScopeEscalation
+  NotFound, PolicyDenied, ScopeEscalation
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -72,6 +72,7 @@ export class GrantsApi extends HttpApiGroup.make("grants")
       .addError(ScopeEscalation)
       .addError(DelegationDepthExceeded)
       .addError(InvalidScopes)
+      .addError(PolicyDenied)
   )
   .add(
     HttpApiEndpoint.post("verify", "/v1/tokens/verify")

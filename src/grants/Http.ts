@@ -11,6 +11,7 @@ import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
+import { PolicyEngine } from "../policies/Service.ts"
 import { Grants, type GrantRecord, grantView, MAX_GRANT_TTL_SECONDS } from "./Service.ts"
 
 const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
@@ -25,6 +26,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const credentials = yield* Credentials
+    const policyEngine = yield* PolicyEngine
 
     return handlers
       .handle("list", ({ urlParams }) =>
@@ -99,6 +101,14 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (depth > config.maxDelegationDepth) {
             return yield* Effect.fail(new DelegationDepthExceeded({ message: `Delegation deeper than ${config.maxDelegationDepth} levels` }))
           }
+          // decisions §13: policies may deny a delegation (403 POLICY_DENIED); `grant` is the parent's
+          yield* policyEngine.guard("delegate", {
+            developerId: developer.id,
+            agentId: subAgent.id,
+            principalId: parent.principalId,
+            scopes: payload.scopes,
+            grant: { id: parent.id, delegationDepth: parent.delegationDepth, parentGrantId: parent.parentGrantId }
+          })
           // never beyond the parent's expiry: its grant's, nor the token presented (a one-hour token
           // must not mint a child that outlives it by a day)
           let expiresAt = new Date(Math.min(parent.expiresAt.getTime(), claims.exp * 1000))

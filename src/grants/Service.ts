@@ -41,6 +41,8 @@ export interface CreateGrantInput {
   readonly delegationDepth?: number
   /** emit grant.created (default true) */
   readonly emitEvent?: boolean
+  /** decisions §13: a grant approved by a policy records it (and grant.created carries both) */
+  readonly approvedByPolicy?: string
 }
 
 export interface IssuedToken {
@@ -165,13 +167,18 @@ export const GrantsServiceLive = Layer.effect(
             input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0]
         )
         const grant = rows[0]!
+        const byPolicy = input.approvedByPolicy === undefined ? {} : { approvalMethod: "policy", policyId: input.approvedByPolicy }
+        if (input.approvedByPolicy !== undefined) {
+          yield* sql`UPDATE grants SET approval_method = 'policy', policy_id = ${input.approvedByPolicy} WHERE id = ${grant.id}`
+        }
         if (input.emitEvent !== false) {
           yield* events.emit(input.developerId, "grant.created", {
             grantId: grant.id,
             agentId: grant.agentId,
             principalId: grant.principalId,
             scopes: [...grant.scopes],
-            expiresAt: grant.expiresAt.toISOString()
+            expiresAt: grant.expiresAt.toISOString(),
+            ...byPolicy
           })
         }
         return grant

@@ -40,6 +40,7 @@ export const EVENT_DATA: Record<EventType, string> = {
   "fido.registered": "`id` (the passkey credential's id)",
   "fido.assertion": "`id` (the passkey used), `authRequestId`, `grantId` (the grant the assertion approved)",
   "fido.credential.deleted": "`id` (the passkey removed)",
+  "policy.denied": "`decisionId` (the `pdec_` decision-log entry), `action` (where: authorize, delegate, bundle, refresh, vault exchange), `agentId`, `principalId`, `policyId` (the deciding policy, when one decided)",
   "scim.user.provisioned": "`scimUserId`, `principalId`",
   "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names only, never their values)",
   "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many of the principal's grants were revoked)",

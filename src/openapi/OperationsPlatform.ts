@@ -11,6 +11,11 @@ const developer = { developerId: DEV, name: "Acme Assistants", email: "dev@acme.
 const domain = { id: "dom_01JDQ9AK1M2N3P4Q5R6S7T8V9W", domain: "auth.acme.example", verified: false, verifiedAt: null, createdAt: T }
 
 export const PLATFORM_OPERATIONS: Record<string, OperationDoc> = {
+  "GET /": {
+    summary: "Where to start",
+    description: "Points to this documentation (`/docs`), the OpenAPI document and the health check, so a newcomer who opens the base URL knows where to go. No key, no rate limit.",
+    response: { name: "agent-auth-service", version: "0.1.0", docs: "/docs", openapi: "/openapi.json", health: "/health" }
+  },
   "GET /health": {
     summary: "Health check",
     description: "Answers 200 `{ status: \"ok\" }` when the database and Redis answer, else 503 `{ status: \"degraded\", failing }`. For load balancers; no key, no rate limit.",

@@ -92,6 +92,8 @@ export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIR
 export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_INACTIVE", 403) {}
 /** SIGNUP_ENABLED=false: developers are created by an operator (`agent-auth developers create`) */
 export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
+/** A policy denied the request (decisions §13). */
+export class PolicyDenied extends ApiError<PolicyDenied>()("POLICY_DENIED", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}
@@ -125,6 +127,8 @@ export class ExportTooLarge extends ApiError<ExportTooLarge>()("EXPORT_TOO_LARGE
 export class InvalidScopes extends ApiError<InvalidScopes>()("INVALID_SCOPES", 422) {}
 export class InvalidTtl extends ApiError<InvalidTtl>()("INVALID_TTL", 422) {}
 export class NoCredentials extends ApiError<NoCredentials>()("NO_CREDENTIALS", 422) {}
+/** A policy set that does not parse or validate against the schema (decisions §13). */
+export class PolicyInvalid extends ApiError<PolicyInvalid>()("POLICY_INVALID", 422) {}
 /** No TXT record with the expected value (422); a passkey that does not verify is PasskeyVerificationFailed (400). */
 export class DomainVerificationFailed
   extends ApiError<DomainVerificationFailed>()("VERIFICATION_FAILED", 422, "DomainVerificationFailed")
@@ -153,7 +157,7 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 export type ApiFailure =
   | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
   | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | Forbidden | AgentSuspended | ScopeEscalation
-  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | PrincipalInactive | NotFound | AgentNotFound | BundleNotFound
+  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | PrincipalInactive | PolicyDenied | PolicyInvalid | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge

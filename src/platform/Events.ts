@@ -37,7 +37,9 @@ export const EVENT_TYPES = [
   "principal.grant_revoked",
   "fido.registered",
   "fido.assertion",
-  "fido.credential.deleted"
+  "fido.credential.deleted",
+  // decisions §13
+  "policy.denied"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -10,13 +10,39 @@ export const ulid = (now: number = Date.now()): string => {
     time = ALPHABET[t % 32] + time
     t = Math.floor(t / 32)
   }
-  if (poolOffset + 16 > pool.length) {
+  if (poolOffset + 21 > pool.length) {
     pool = randomBytes(4096)
     poolOffset = 0
   }
   let rand = ""
-  for (let i = 0; i < 16; i++) rand += ALPHABET[pool[poolOffset++]! % 32]
+  if (now === lastTime) {
+    // Ids made in the same millisecond still sort in the order they were made (lists and event
+    // order rely on it): the random part moves up by a random step of up to 2^40, so the next id
+    // stays unguessable from the last one (request ids are the consent page's key).
+    rand = addRandomStep(lastRand)
+  }
+  if (rand === "") for (let i = 0; i < 16; i++) rand += ALPHABET[pool[poolOffset++]! % 32]
+  lastTime = now
+  lastRand = rand
   return time + rand
+}
+
+let lastTime = -1
+let lastRand = ""
+
+/** the 16-digit base-32 number plus a random 1..2^40; "" when it would overflow (then a fresh one is drawn) */
+const addRandomStep = (digits: string): string => {
+  let step = 1
+  for (let i = 0; i < 5; i++) step = step * 256 + pool[poolOffset++]!
+  // (5 random bytes: 2^40 at most, exact in a double)
+  const out = digits.split("")
+  let carry = step
+  for (let i = 15; i >= 0 && carry > 0; i--) {
+    const sum = ALPHABET.indexOf(out[i]!) + carry
+    out[i] = ALPHABET[sum % 32]!
+    carry = Math.floor(sum / 32)
+  }
+  return carry > 0 ? "" : out.join("")
 }
 
 // Random bytes drawn 4 KiB at a time (one call to the CSPRNG per 256 ids instead of one per id);
@@ -30,5 +56,6 @@ export type IdPrefix =
   | "scimtok" | "scimuser" | "scimgrp"
   | "cexp"
   | "psess" // principal sessions (decisions §12)
+  | "pol" | "pbnd" | "pdec"
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

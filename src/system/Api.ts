@@ -33,7 +33,17 @@ export const Jwks = Schema.Struct({
   }))
 })
 
+/** GET / (ours): where to go from the root */
+export const Root = Schema.Struct({
+  name: Schema.String,
+  version: Schema.String,
+  docs: Schema.String,
+  openapi: Schema.String,
+  health: Schema.String
+})
+
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
+  .add(HttpApiEndpoint.get("root", "/").addSuccess(Root).annotate(RatePolicy, { exempt: true }))
   .add(
     HttpApiEndpoint.get("health", "/health")
       .addSuccess(Health)

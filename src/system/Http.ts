@@ -82,6 +82,8 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
           }
           return HttpServerResponse.text(metrics.render(yield* scrapeGauges), { contentType: "text/plain; version=0.0.4" }) as any
         }))
+      .handle("root", () =>
+        Effect.succeed({ name: "agent-auth-service", version: pkg.version, docs: "/docs", openapi: "/openapi.json", health: "/health" }))
       .handle("live", () => Effect.succeed({ status: "ok" as const, version: pkg.version }))
       .handle("ready", () => ready)
       .handle("openapi", () => Effect.succeed(spec))

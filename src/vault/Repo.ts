@@ -59,6 +59,17 @@ export interface ExchangeRead {
   readonly credential: CredentialRow | undefined
 }
 
+/** the statement of `findForExchange` (exported so the benchmark's floor sends the same text) */
+export const FIND_FOR_EXCHANGE_SQL = `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
+                t.revoked_at AS token_revoked_at, ${AGENT_STATUS_SQL}, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+              WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
+         LEFT JOIN grants g ON g.id = k.grnt
+         LEFT JOIN grant_tokens t ON t.jti = k.jti
+         LEFT JOIN agents a ON a.id = g.agent_id
+         LEFT JOIN vault_credentials v
+           ON v.developer_id = k.developer_id AND v.principal_id = k.principal_id AND v.service = k.service`
+
 export const makeRepo = (sql: SqlClient.SqlClient) => {
   const one = (rows: ReadonlyArray<CredentialRow>) => (rows[0] === undefined ? undefined : normalise(rows[0]))
 
@@ -77,15 +88,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
      */
     findForExchange: (keys: ReadonlyArray<ExchangeKey>) =>
       sql.unsafe<CredentialRow & ExchangeTokenColumns & { n: string }>(
-        `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
-                t.revoked_at AS token_revoked_at, ${AGENT_STATUS_SQL}, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-              WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
-         LEFT JOIN grants g ON g.id = k.grnt
-         LEFT JOIN grant_tokens t ON t.jti = k.jti
-         LEFT JOIN agents a ON a.id = g.agent_id
-         LEFT JOIN vault_credentials v
-           ON v.developer_id = k.developer_id AND v.principal_id = k.principal_id AND v.service = k.service`,
+        FIND_FOR_EXCHANGE_SQL,
         [keys.map((k) => k.grnt), keys.map((k) => k.jti), keys.map((k) => k.developerId), keys.map((k) => k.principalId),
           keys.map((k) => k.service)] as any
       ).pipe(Effect.map((rows) => {

@@ -17,6 +17,7 @@ import { Metrics } from "../platform/Metrics.ts"
 import type { GrantTokenClaims } from "../platform/Keys.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
+import { PolicyEngine } from "../policies/Service.ts"
 import { type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
 import { requestPinned } from "../webhooks/Delivery.ts"
@@ -265,6 +266,7 @@ export const VaultServiceLive = Layer.effect(
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const ring: Keyring = yield* VaultKeys
     const audited = yield* AuditedEvents
+    const policyEngine = yield* PolicyEngine
     const repo = makeRepo(sql)
 
     const store: VaultService["store"] = (developerId, input) =>
@@ -485,6 +487,16 @@ export const VaultServiceLive = Layer.effect(
         // 3. The scope.
         if (!scopeAllows(claims.scp, service)) {
           return yield* Effect.fail(new Forbidden({ message: noScopeMessage(service) }))
+        }
+        // decisions §13: evaluated only for developers with a policy naming vault.exchange (an in-memory flag), deny → 403
+        if (policyEngine.namesAction(claims.dev, "vault.exchange")) {
+          yield* policyEngine.guard("vault.exchange", {
+            developerId: claims.dev,
+            agentId: agentIdOf(claims.agt) ?? "",
+            principalId: claims.sub,
+            scopes: claims.scp,
+            grant: { id: claims.grnt, delegationDepth: claims.delegationDepth ?? 0, parentGrantId: claims.parentGrnt ?? null }
+          }).pipe(Effect.mapError((denied) => new Forbidden({ message: denied.message })))
         }
         // 4. The credential.
         if (row === undefined) {

@@ -42,7 +42,8 @@ export const spawnServer = async (databaseUrl: string, privateKeyPem: string, en
     cwd: new URL("../..", import.meta.url).pathname,
     env: {
       PATH: process.env.PATH ?? "", DATABASE_URL: databaseUrl, REDIS_URL: "memory://", RSA_PRIVATE_KEY: privateKeyPem, PORT: "0",
-      HOST: "127.0.0.1", LOG_LEVEL: "none", ...env
+      // info: the "listening" line (which carries the URL) is an info line; the rest is drained below
+      HOST: "127.0.0.1", LOG_LEVEL: "info", ...env
     },
     stdout: "pipe",
     stderr: "inherit"
@@ -55,7 +56,10 @@ export const spawnServer = async (databaseUrl: string, privateKeyPem: string, en
     buffered += new TextDecoder().decode(value)
     const match = /"url":"(http:\/\/[^"]+)"/.exec(buffered)
     if (match) {
-      reader.releaseLock()
+      // keep reading (and dropping) the log, so a full pipe never blocks the server's writes
+      void (async () => {
+        for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) return
+      })()
       return {
         url: match[1]!,
         pid: child.pid,

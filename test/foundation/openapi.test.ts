@@ -137,7 +137,7 @@ describe("the document", () => {
       if (path.startsWith("/scim/v2/")) continue
       const codes = declared(method, path)
       const where = `${method.toUpperCase()} ${path}`
-      const exempt = ["/health", "/health/live", "/health/ready", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
+      const exempt = ["/", "/health", "/health/live", "/health/ready", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
       if (!exempt) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMITED"]) })
       // the API key's gate (a grant-token or other bearer route has its own answers)
       if ((op.security ?? []).some((s: Record<string, unknown>) => "apiKey" in s)) {

@@ -55,3 +55,43 @@ test("sandbox mode, as the README says: authorize answers with the code at once"
   expect(auth.body.sandbox).toBe(true)
   expect(typeof auth.body.code).toBe("string")
 })
+
+test("GET / points a newcomer to the docs", async () => {
+  const root = await app.request("GET", "/")
+  expect(root.status).toBe(200)
+  expect(root.body).toMatchObject({ name: "agent-auth-service", docs: "/docs", openapi: "/openapi.json", health: "/health" })
+  expect((await app.request("GET", root.body.docs)).status).toBe(200)
+})
+
+test("npm run dev prints the base URL, the docs URL and the command that signs up a developer", async () => {
+  const dir = (await import("node:fs")).mkdtempSync(`${(await import("node:os")).tmpdir()}/aas-dev-`)
+  const port = String(20000 + Math.floor(Math.random() * 20000))
+  const child = Bun.spawn([process.execPath, new URL("../../src/main.ts", import.meta.url).pathname, "dev"], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "", PORT: port, LOG_LEVEL: "warn" },
+    stdout: "pipe",
+    stderr: "pipe"
+  })
+  try {
+    const reader = child.stdout.getReader()
+    let out = ""
+    const deadline = Date.now() + 60_000
+    while (!out.includes("Sign up") || !out.includes("Authorization: Bearer")) {
+      if (Date.now() > deadline) throw new Error(`no banner: ${out}`)
+      const { done, value } = await reader.read()
+      if (done) throw new Error(`dev exited: ${out}`)
+      out += new TextDecoder().decode(value)
+    }
+    const base = `http://localhost:${port}`
+    expect(out).toContain(`API   ${base}`)
+    expect(out).toContain(`Docs  ${base}/docs`)
+    const signup = /curl -sS -X POST .*$/m.exec(out)![0]
+    // the printed command works as printed
+    const run = Bun.spawnSync(["bash", "-c", signup])
+    expect(JSON.parse(run.stdout.toString()).apiKey).toStartWith("sk_")
+  } finally {
+    child.kill()
+    await child.exited
+    ;(await import("node:fs")).rmSync(dir, { recursive: true, force: true })
+  }
+}, 90_000)

@@ -85,6 +85,8 @@ export interface TestAppOptions {
   readonly databaseUrl?: string
   /** reuse a Redis key prefix (a second instance sharing counters) */
   readonly redisKeyPrefix?: string
+  /** services given to the app (e.g. stub ports), merged with TestContext when testClock is set */
+  readonly layer?: Layer.Layer<any>
 }
 
 export const startTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
@@ -107,11 +109,12 @@ export const startTestApp = async (options: TestAppOptions = {}): Promise<TestAp
   })
   // The clock is set before any layer starts, so scheduled fibers begin at the test's start time
   // (setting it afterwards would replay every poll since 1970).
-  const extra = options.testClock
+  const clock = options.testClock
     ? Layer.effectDiscard(TestClock.setTime(options.startTime ?? Date.parse("2026-11-22T10:00:00.000Z"))).pipe(
       Layer.provideMerge(TestContext.TestContext as Layer.Layer<any>)
     )
     : undefined
+  const extra = clock !== undefined && options.layer !== undefined ? Layer.merge(clock, options.layer) : clock ?? options.layer
   const server = await startServer(config, { workers: options.workers ?? false, extra: extra as any })
   const url = server.url
   const request = async <T>(method: string, path: string, o: RequestOptions = {}): Promise<TestResponse<T>> => {

@@ -1,0 +1,19 @@
+/**
+ * The policies' view of the directory (decisions §11, §13): whether a principal is active and their
+ * groups, read through the directory's own service. Each group is named both by its id (stable:
+ * `Group::"scimgrp_…"`) and by its display name (readable: `Group::"contractors"`), so a rule's
+ * `principalGroups` or a Cedar `in Group::…` may use either; ids carry a prefix no display name
+ * needs, and a renamed group keeps matching by id. A principal the directory does not know is active and in no group.
+ * SSO sign-in (`ssoVerified`) is false until the SSO capability provides it.
+ */
+import { Effect } from "effect"
+import type { DirectoryPrincipalsService } from "../directory/Principals.ts"
+import type { PolicyDirectoryPort } from "./Ports.ts"
+
+export const directoryPort = (directory: DirectoryPrincipalsService): PolicyDirectoryPort => ({
+  principal: (developerId, principalId) =>
+    Effect.map(directory.describe(developerId, principalId), (user) =>
+      user === undefined
+        ? { active: true, groups: [], ssoVerified: false }
+        : { active: user.active, groups: user.groups.flatMap((g) => [g.id, g.displayName]), ssoVerified: false })
+})

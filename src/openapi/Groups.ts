@@ -11,7 +11,6 @@ import { acceptedScopes } from "../vault/Service.ts"
  * catalogue has them the moment they land (an entry for a type not emitted yet is unused).
  */
 const LANDING_EVENT_DATA: Record<string, string> = {
-  "policy.denied": "`decisionId`, `action`, `agentId`, `principalId`, `policyId`",
   "billing.quota.threshold": "`meter`, `pct` (the share of the quota used that was crossed), `period`",
   "billing.invoice.created": "`invoiceId`, `period`",
   "billing.subscription.updated": "`plan`, `status`"

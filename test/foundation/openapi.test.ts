@@ -206,7 +206,7 @@ describe("the document explains itself (issue 17 item 2)", () => {
     const bodyless = new Set([
       "post /v1/keys/rotate", "post /v1/consent/{id}/approve", "post /v1/consent/{id}/deny", "post /v1/consent/{id}/passkey/options",
       "post /v1/consent-bundles/{id}/revoke", "post /v1/consent-bundles/{id}/refresh", "post /v1/domains/{id}/verify",
-      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret"
+      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret", "post /v1/policies/bundles/{id}/activate"
     ])
     let typed = 0
     for (const { method, path, op } of operations()) {
@@ -290,12 +290,14 @@ describe("the document explains itself (issue 17 item 2)", () => {
 
   test("the request examples that name nothing stored are accepted by the service as they are", async () => {
     const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks",
-      "/v1/principal-sessions", "/v1/compliance/exports", "/v1/dpdp/exports"]
-    const statusOf: Record<string, number> = { "/v1/webauthn/register/options": 200, "/v1/compliance/exports": 202 }
+      "/v1/principal-sessions", "/v1/compliance/exports", "/v1/dpdp/exports", "/v1/policies", "/v1/policies/sync", "/v1/policies/evaluate"]
+    const statusOf: Record<string, number> = { "/v1/webauthn/register/options": 200, "/v1/compliance/exports": 202, "/v1/policies/evaluate": 200 }
     for (const path of accepted) {
       const example = spec.paths[path].post.requestBody.content["application/json"].example
       const res = await app.request("POST", path, { apiKey: dev.apiKey, body: example })
       expect({ path, status: res.status, code: res.body?.code }).toEqual({ path, status: statusOf[path] ?? 201, code: undefined })
+      // the dry run of the documented request, after the documented rule: the documented decision
+      if (path === "/v1/policies/evaluate") expect(res.body.effect).toBe(spec.paths[path].post.responses["200"].content["application/json"].example.effect)
     }
     // and the PUTs
     const policy = await app.request("PUT", "/v1/webauthn/policy", { apiKey: dev.apiKey, body: spec.paths["/v1/webauthn/policy"].put.requestBody.content["application/json"].example })

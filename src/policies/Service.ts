@@ -210,13 +210,10 @@ export const PolicyEngineLive = Layer.scoped(
       return { ip: Option.getOrNull(peer), userAgent: typeof ua === "string" ? ua.slice(0, 500) : null }
     })
 
-    /** `withDirectory` false: nothing of the developer's reads the directory, so it is not asked */
-    const contextFor = (action: PolicyAction, subject: Subject, overrides: ContextOverrides, withDirectory = true) =>
+    const contextFor = (action: PolicyAction, subject: Subject, overrides: ContextOverrides) =>
       Effect.gen(function*() {
         const ms = overrides.at ?? (yield* nowMillis)
-        const found = withDirectory
-          ? yield* directory.principal(subject.developerId, subject.principalId)
-          : yield* emptyDirectory.principal(subject.developerId, subject.principalId)
+        const found = yield* directory.principal(subject.developerId, subject.principalId)
         const request = yield* requestInfo
         const utc = localTime(ms, "UTC")
         const ctx: PolicyContext = {
@@ -251,11 +248,8 @@ export const PolicyEngineLive = Layer.scoped(
             Effect.as(Effect.logError("policies could not be loaded; denying", cause), undefined)
           )
         )
-        // a developer without policies pays no directory read (the callers check an inactive
-        // principal themselves: 403 PRINCIPAL_INACTIVE)
-        const idle = loaded !== undefined && loaded.rules.length === 0 && loaded.cedar === undefined &&
-          config.policy.backend !== "opa" && overrides.principal === undefined
-        const { ctx, ms } = yield* contextFor(action, subject, overrides, !idle)
+        // the directory is read whatever the developer's policies: an inactive principal is always denied
+        const { ctx, ms } = yield* contextFor(action, subject, overrides)
         const results: Array<EngineResult> = []
         if (loaded === undefined) results.push(failedEngine("the developer's policies could not be loaded"))
         else {

@@ -63,7 +63,7 @@ export const POLICY_OPERATIONS: Record<string, OperationDoc> = {
   },
   "POST /v1/policies/evaluate": {
     summary: "Dry-run a policy decision",
-    description: "What your rules and active set would decide for a request, with no side effect (nothing logged, approved or denied): `effect` `allow`, `deny` or null (no opinion: the normal consent step), the deciding `policyId`, every policy that matched, and evaluation `errors`. `action` defaults to `authorize`; `at` (ISO 8601) tests another time; `request`, `grant` and `principal` fill the context as the live paths would.",
+    description: "What your rules and active set would decide for a request, with no side effect (nothing logged, approved or denied): `effect` `allow`, `deny` or null (no opinion: the normal consent step), the deciding `policyId`, every policy that matched, and evaluation `errors`. `action` defaults to `authorize`; `at` (ISO 8601) tests another time; `request`, `grant` and `principal` fill the context as the live paths would. A principal the directory has deactivated is always denied, whatever your policies say.",
     request: { action: "authorize", agentId: AGENT, principalId: PRINCIPAL, scopes: ["email:send"], at: "2026-11-24T20:15:00+05:30" },
     response: { effect: "deny", policyId: POLICY, determiningPolicies: [POLICY], errors: [], evaluatedAt: T }
   },

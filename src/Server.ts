@@ -198,6 +198,7 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
     lean?.(request) ?? viaApi(request, context)
   return {
     handler,
+    lean,
     viaApi: (request: Request) => viaApi(request),
     run: <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>),
     dispose: () => runtime.dispose()
@@ -205,12 +206,15 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
 }
 
 export const startServer = async (config: AppConfig, options: AppOptions = {}): Promise<RunningServer> => {
-  const { handler, viaApi, run, dispose } = await makeRuntime(config, options)
+  const { handler, lean, viaApi, run, dispose } = await makeRuntime(config, options)
   const server = Bun.serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 16 * 1024 * 1024,
-    fetch: async (request, srv) => {
+    fetch: (request, srv) => {
+      // the lean path needs no peer address (its routes are never rate-limited)
+      const quick = lean?.(request)
+      if (quick !== undefined) return quick
       const peer = srv.requestIP(request)?.address
       let context = Context.empty() as Context.Context<any>
       if (peer !== undefined) context = Context.add(context, PeerAddress, peer)

@@ -5,7 +5,7 @@
  * ~15% faster than the Node server adapter under Bun; see README).
  */
 import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime, type Runtime } from "effect"
 import { AgentsHttp } from "./agents/Http.ts"
 import { AgentsLive } from "./agents/Service.ts"
 import { Api } from "./Api.ts"
@@ -61,6 +61,7 @@ import { PoliciesHttp } from "./policies/Http.ts"
 import { DirectoryPrincipalsLive } from "./directory/Principals.ts"
 import { PolicyEngineLive } from "./policies/Service.ts"
 import { SystemHttp } from "./system/Http.ts"
+import { makeLeanPath } from "./system/Lean.ts"
 import { VaultHttp } from "./vault/Http.ts"
 import { VaultLive } from "./vault/Service.ts"
 import { WebhooksHttp } from "./webhooks/Http.ts"
@@ -74,6 +75,8 @@ export interface AppOptions {
   readonly workers?: boolean
   /** benchmarks only: serve without the rate-limit gate, to measure what it costs */
   readonly rateLimit?: boolean
+  /** false: every request goes through the API, /health included (src/system/Lean.ts) */
+  readonly lean?: boolean
 }
 
 /** The database, migrated first unless MIGRATE_ON_START=false. */
@@ -161,6 +164,8 @@ export interface RunningServer {
   readonly url: string
   readonly port: number
   readonly handler: (request: Request) => Promise<Response>
+  /** the same handler without the lean path (tests compare the two answers) */
+  readonly viaApi: (request: Request) => Promise<Response>
   /** runs an effect in the service's own runtime (same database, clock, services) */
   readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
   /** stop accepting, finish in-flight requests, stop fibers, close pools */
@@ -180,25 +185,36 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
   const readBody = makeBodyReader(Api)
   // Every request's body is read (bounded) before the runtime; every response gets the common headers.
-  const handler = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> => {
+  const viaApi = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> => {
     const body = await readBody(request)
     const response = await webHandler(request, (body === undefined ? context : Context.add(context, PreReadBody, body)) as any)
     return withCommonHeaders(request, response)
   }
+  // GET /health answered outside HttpApiBuilder (not when tracing: the API path makes the request's span)
+  const lean = options.lean === false || config.otlpEndpoint !== undefined
+    ? undefined
+    : await runtime.runPromise(makeLeanPath(rt as Runtime.Runtime<never>, (request) => viaApi(request)))
+  const handler = (request: Request, context?: Context.Context<any>): Promise<Response> =>
+    lean?.(request) ?? viaApi(request, context)
   return {
     handler,
+    lean,
+    viaApi: (request: Request) => viaApi(request),
     run: <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>),
     dispose: () => runtime.dispose()
   }
 }
 
 export const startServer = async (config: AppConfig, options: AppOptions = {}): Promise<RunningServer> => {
-  const { handler, run, dispose } = await makeRuntime(config, options)
+  const { handler, lean, viaApi, run, dispose } = await makeRuntime(config, options)
   const server = Bun.serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 16 * 1024 * 1024,
-    fetch: async (request, srv) => {
+    fetch: (request, srv) => {
+      // the lean path needs no peer address (its routes are never rate-limited)
+      const quick = lean?.(request)
+      if (quick !== undefined) return quick
       const peer = srv.requestIP(request)?.address
       let context = Context.empty() as Context.Context<any>
       if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
@@ -210,6 +226,7 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
     url: `http://127.0.0.1:${server.port}`,
     port: server.port!,
     handler: (request) => handler(request),
+    viaApi,
     run,
     stop: async () => {
       if (stopped) return

@@ -3,42 +3,22 @@ import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
 import { bearerOf } from "../platform/Auth.ts"
-import { Counters } from "../platform/Counters.ts"
 import { Unauthorized } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
-import { PgPool } from "../platform/PgPool.ts"
 import { timingSafeEqual } from "node:crypto"
 import pkg from "../../package.json" with { type: "json" }
 import { Dependencies } from "../platform/Dependencies.ts"
+import { healthAnswer, makeProbes } from "./Probes.ts"
 import { scrapeGauges } from "./Scrape.ts"
-
-const PROBE_TIMEOUT = "1 second"
 
 export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
   Effect.gen(function*() {
-    const pool = yield* PgPool
-    const counters = yield* Counters
     const keys = yield* Keys
     const metrics = yield* Metrics
     const config = yield* Config
     const spec = OpenApi.fromApi(Api)
-    /**
-     * Both probes under one deadline: the SELECT 1 is sent first and answers as a promise while the
-     * PING runs, so a probe costs no fiber and no timer of its own (two of each per probe before);
-     * a probe that has not answered by the deadline counts as failing.
-     */
-    const probes = Effect.suspend(() => {
-      const ok = { db: false, redis: false }
-      const db = pool.query("SELECT 1").then(() => (ok.db = true), () => false)
-      return counters.ping.pipe(
-        Effect.match({ onFailure: () => false, onSuccess: () => (ok.redis = true) }),
-        Effect.zipRight(Effect.promise(() => db)),
-        Effect.timeout(PROBE_TIMEOUT),
-        Effect.ignore,
-        Effect.as(ok)
-      )
-    })
+    const probes = yield* makeProbes
     const dependencies = yield* Dependencies
     // ready: the database and Redis answer and every embedded migration is applied
     const ready = Effect.gen(function*() {
@@ -62,11 +42,9 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
     })
     return handlers
       .handle("health", () =>
-        Effect.gen(function*() {
-          const { db, redis } = yield* probes
-          if (db && redis) return { status: "ok" as const }
-          const failing = [...(db ? [] : ["db" as const]), ...(redis ? [] : ["redis" as const])]
-          return HttpServerResponse.unsafeJson({ status: "degraded", failing }, { status: 503 }) as any
+        Effect.map(probes, (result) => {
+          const { status, body } = healthAnswer(result)
+          return status === 200 ? body as { status: "ok" } : HttpServerResponse.unsafeJson(body, { status }) as any
         }))
       .handle("jwks", () =>
         Effect.succeed(HttpServerResponse.unsafeJson(keys.jwks, { headers: { "cache-control": "public, max-age=300" } }) as any))

@@ -6,19 +6,8 @@
 import { EVENT_TYPES, type EventType } from "../platform/Events.ts"
 import { acceptedScopes } from "../vault/Service.ts"
 
-/**
- * The events of capabilities merged after this table was written, described from their code so the
- * catalogue has them the moment they land (an entry for a type not emitted yet is unused).
- */
-const LANDING_EVENT_DATA: Record<string, string> = {
-  "billing.quota.threshold": "`meter`, `pct` (the share of the quota used that was crossed), `period`",
-  "billing.invoice.created": "`invoiceId`, `period`",
-  "billing.subscription.updated": "`plan`, `status`"
-}
-
 /** each event type's `data` fields (ids, statuses and times only; never breach text or principal lists) */
 export const EVENT_DATA: Record<EventType, string> = {
-  ...LANDING_EVENT_DATA,
   "grant.created": "`grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
   "grant.revoked": "`grantId`, `cascade` (true when descendants were revoked by the same call)",
   "token.issued": "`tokenId` (the token's jti), `grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
@@ -109,16 +98,6 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
       "happen (at night, for a group, above a delegation depth…), as built-in rules or a Cedar policy set. Any matching deny wins over every " +
       "allow; an allow never skips a passkey or SSO requirement. Evaluated on authorize (allow approves, deny answers 403 `POLICY_DENIED`), " +
       "delegate, bundle creation, token refresh and vault exchange; every decision is logged, written to your audit chain, and a deny emits `policy.denied`."
-  },
-  billing: {
-    name: "Billing and usage",
-    description: "Your plan, its limits and what you use of them, invoices per calendar month (UTC), and usage counts. Caps answer 402 " +
-      "`PLAN_LIMIT_EXCEEDED`; the free plan's monthly quotas answer 402 `QUOTA_EXCEEDED` on authorize and code exchange (never on refresh); " +
-      "paid plans are billed overage. Checkout and portal need a payment provider (503 until one is configured)."
-  },
-  billingProvider: {
-    name: "Billing provider",
-    description: "The payment provider's webhook into this service. Not called by developers; answers 503 until a provider is configured."
   },
   compliance: {
     name: "Compliance exports",

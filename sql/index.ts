@@ -32,6 +32,8 @@ import m0013 from "./0013_grant_hardening.sql" with { type: "text" }
 import m0014 from "./0014_hardening_data.sql" with { type: "text" }
 // @ts-ignore text import
 import m0017 from "./0017_credentials.sql" with { type: "text" }
+// @ts-ignore text import
+import m0023 from "./0023_billing.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -48,5 +50,6 @@ export const migrations: Record<string, string> = {
   "0012_audit_key_generation": m0012,
   "0013_grant_hardening": m0013,
   "0014_hardening_data": m0014,
-  "0017_credentials": m0017
+  "0017_credentials": m0017,
+  "0023_billing": m0023
 }

@@ -5,6 +5,7 @@
 import { Context, Layer } from "effect"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { BlockList, isIP } from "node:net"
+import { loadPlans, type Plans, PlansProblem } from "./billing/Plans.ts"
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, readonly problem: string) {
@@ -47,6 +48,8 @@ export interface AppConfig {
     readonly alertIntervalSeconds: number
   }
   readonly rateLimits: RateLimitFigures
+  /** decisions §16: every plan's limits, fee and overage prices (defaults, WEBHOOK_ENDPOINTS_*, PLANS_FILE) */
+  readonly plans: Plans
   readonly dnsResolver: string | undefined
   readonly metricsToken: string | undefined
   readonly logLevel: "debug" | "info" | "warn" | "error" | "none"
@@ -322,6 +325,17 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (production && !env.METRICS_TOKEN?.trim()) {
     throw new ConfigError("METRICS_TOKEN", "is required in production (/metrics is not served publicly)")
   }
+  const endpointLimits = {
+    free: limitOrNone(env, "WEBHOOK_ENDPOINTS_FREE", 30),
+    pro: limitOrNone(env, "WEBHOOK_ENDPOINTS_PRO", 200),
+    enterprise: limitOrNone(env, "WEBHOOK_ENDPOINTS_ENTERPRISE", null)
+  }
+  let plans: Plans
+  try {
+    plans = loadPlans(endpointLimits, env.PLANS_FILE?.trim() || undefined)
+  } catch (e) {
+    throw new ConfigError("PLANS_FILE", e instanceof PlansProblem ? e.message : "is malformed")
+  }
   const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
     ? databaseUrl.slice("pglite://".length)
     : undefined
@@ -352,10 +366,11 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       retryBaseSeconds: positiveNumber(env, "WEBHOOK_RETRY_BASE_SECONDS", 30),
       timeoutSeconds: positiveNumber(env, "WEBHOOK_TIMEOUT_SECONDS", 10),
       maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1),
+      // the plans' webhook caps (PLANS_FILE may change them); kept here for readers of the old field
       endpointLimits: {
-        free: limitOrNone(env, "WEBHOOK_ENDPOINTS_FREE", 30),
-        pro: limitOrNone(env, "WEBHOOK_ENDPOINTS_PRO", 200),
-        enterprise: limitOrNone(env, "WEBHOOK_ENDPOINTS_ENTERPRISE", null)
+        free: plans.free?.limits.webhooks ?? null,
+        pro: plans.pro?.limits.webhooks ?? null,
+        enterprise: plans.enterprise?.limits.webhooks ?? null
       },
       endpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1),
       developerConcurrency: integer(env, "WEBHOOK_DEVELOPER_CONCURRENCY", 16, 1),
@@ -377,6 +392,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       signupPerHour: integer(env, "RATE_LIMIT_SIGNUP_PER_HOUR", 10, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
+    plans,
     dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,
     metricsToken: env.METRICS_TOKEN?.trim() || undefined,
     logLevel,

@@ -31,9 +31,33 @@ export interface CounterStore {
   readonly hit: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Effect.Effect<HitResult, CounterStoreUnavailable>
   readonly ping: Effect.Effect<void, CounterStoreUnavailable>
   readonly kind: "redis" | "memory"
+  /**
+   * Billing quotas (decisions §16): if the counter is below `limit`, add one. Answers the count and
+   * whether it was added, or `missing` when there is no counter (the caller seeds it from durable rows).
+   */
+  readonly quotaHit: (key: string, limit: number) => Effect.Effect<QuotaHit, CounterStoreUnavailable>
+  /** sets a quota counter: "nx" only if missing, "max" raises it, "set" replaces it; expires after ttlMs */
+  readonly quotaSeed: (key: string, value: number, ttlMs: number, mode: "nx" | "max" | "set") => Effect.Effect<void, CounterStoreUnavailable>
   /** prefix for every key; tests give each app its own */
   readonly prefix: string
 }
+
+export type QuotaHit = { readonly missing: true } | { readonly missing: false; readonly count: number; readonly added: boolean }
+
+const QUOTA_HIT_SCRIPT = `
+local c = redis.call('GET', KEYS[1])
+if not c then return {-1, 0} end
+c = tonumber(c)
+if c >= tonumber(ARGV[1]) then return {c, 0} end
+return {redis.call('INCR', KEYS[1]), 1}
+`
+const QUOTA_SEED_SCRIPT = `
+local c = redis.call('GET', KEYS[1])
+if ARGV[3] == 'nx' and c then return 0 end
+if ARGV[3] == 'max' and c and tonumber(c) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`
 
 export class Counters extends Context.Tag("agent-auth/Counters")<Counters, CounterStore>() {}
 
@@ -65,10 +89,31 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
     if (entry === undefined || entry.expiresAt <= now) return 0
     return entry.count
   }
+  const quotas = new Map<string, { count: number; expiresAt: number }>()
+  const quota = (key: string) => {
+    const entry = quotas.get(key)
+    if (entry !== undefined && entry.expiresAt <= Date.now()) quotas.delete(key)
+    return entry !== undefined && entry.expiresAt > Date.now() ? entry : undefined
+  }
   return {
     kind: "memory",
     prefix,
     ping: Effect.void,
+    quotaHit: (key, limit) =>
+      Effect.sync((): QuotaHit => {
+        const entry = quota(key)
+        if (entry === undefined) return { missing: true }
+        if (entry.count >= limit) return { missing: false, count: entry.count, added: false }
+        entry.count++
+        return { missing: false, count: entry.count, added: true }
+      }),
+    quotaSeed: (key, value, ttlMs, mode) =>
+      Effect.sync(() => {
+        const entry = quota(key)
+        if (mode === "nx" && entry !== undefined) return
+        if (mode === "max" && entry !== undefined && entry.count >= value) return
+        quotas.set(key, { count: value, expiresAt: Date.now() + ttlMs })
+      }),
     hit: (checks, ttlMs) =>
       Effect.sync(() => {
         // Real time for expiry bookkeeping only; window keys already carry the (Clock) window start.
@@ -114,6 +159,8 @@ const makeRedisStore = (url: string, prefix: string) =>
         // connection errors surface on each command; this handler keeps ioredis from printing them
       })
       client.defineCommand("rateHit", { lua: HIT_SCRIPT })
+      client.defineCommand("quotaHit", { numberOfKeys: 1, lua: QUOTA_HIT_SCRIPT })
+      client.defineCommand("quotaSeed", { numberOfKeys: 1, lua: QUOTA_SEED_SCRIPT })
       return client
     }),
     (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())).pipe(Effect.ignore)
@@ -125,6 +172,17 @@ const makeRedisStore = (url: string, prefix: string) =>
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
+      quotaHit: (key, limit) =>
+        Effect.tryPromise({
+          try: () => (client as any).quotaHit(key, limit) as Promise<[number, number]>,
+          catch: (cause) => new CounterStoreUnavailable({ cause })
+        }).pipe(Effect.map(([count, added]): QuotaHit =>
+          Number(count) < 0 ? { missing: true } : { missing: false, count: Number(count), added: Number(added) === 1 })),
+      quotaSeed: (key, value, ttlMs, mode) =>
+        Effect.tryPromise({
+          try: () => (client as any).quotaSeed(key, value, ttlMs, mode) as Promise<number>,
+          catch: (cause) => new CounterStoreUnavailable({ cause })
+        }).pipe(Effect.asVoid),
       // One callback-style call resumed straight into the fiber: this is the hot path of every request.
       hit: (checks, ttlMs) =>
         Effect.async<HitResult, CounterStoreUnavailable>((resume) => {

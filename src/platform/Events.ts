@@ -27,7 +27,11 @@ export const EVENT_TYPES = [
   "vc.issued",
   "vc.revoked",
   "sd-jwt.issued",
-  "sd-jwt.presented"
+  "sd-jwt.presented",
+  // decisions §16
+  "billing.quota.threshold",
+  "billing.invoice.created",
+  "billing.subscription.updated"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

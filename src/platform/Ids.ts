@@ -27,5 +27,6 @@ let poolOffset = 0
 export type IdPrefix =
   | "dev" | "ag" | "areq" | "grnt" | "tok" | "ref" | "bundle" | "oae" | "vcred" | "brch" | "bint"
   | "bdg" | "btx" | "dom" | "wh" | "whd" | "evt" | "alog" | "wac" | "pkc" | "req"
+  | "inv" | "sub"
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

@@ -13,6 +13,9 @@ import { AuditHttp } from "./audit/Http.ts"
 import { AuditLive } from "./audit/Service.ts"
 import { AuthorizationHttp } from "./authorization/Http.ts"
 import { AuthorizationLive } from "./authorization/Service.ts"
+import { BillingHttp, BillingProviderHttp } from "./billing/Http.ts"
+import { BillingLive } from "./billing/Entitlements.ts"
+import { WorkerLive as BillingCloseWorker } from "./billing/Worker.ts"
 import { BreachesHttp } from "./breaches/Http.ts"
 import { BreachesLive } from "./breaches/Service.ts"
 import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
@@ -103,7 +106,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysLive,
     WebhooksLive,
     CredentialsLive
-  ).pipe(Layer.provideMerge(Platform))
+  ).pipe(Layer.provideMerge(BillingLive), Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
     DevelopersHttp,
@@ -119,7 +122,9 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsHttp,
     PasskeysHttp,
     WebhooksHttp,
-    CredentialsHttp
+    CredentialsHttp,
+    BillingHttp,
+    BillingProviderHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -127,7 +132,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker, BillingCloseWorker)
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
   return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),

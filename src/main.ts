@@ -19,7 +19,9 @@ Usage:
   agent-auth serve                      start the service (applies pending migrations unless MIGRATE_ON_START=false)
   agent-auth migrate                    apply pending migrations and exit
   agent-auth dev                        embedded mode: PGlite under ./.data, in-memory counters, generated keys
-  agent-auth developers set-plan <developerId> <free|pro|enterprise>
+  agent-auth developers set-plan <developerId> <plan>   (also: billing set-plan)
+  agent-auth billing close-period [--period YYYY-MM]   invoice a month that has ended (default: last month)
+  agent-auth billing mark-paid <invoiceId>
   agent-auth keys generate              print a new RSA private key (PEM) for RSA_PRIVATE_KEY
   agent-auth vault rekey                re-encrypt vault credentials and webhook secrets under the active key
   agent-auth --version | --help

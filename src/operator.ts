@@ -5,16 +5,22 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AppConfig } from "./Config.ts"
+import { billingCommands } from "./billing/Commands.ts"
 import { rekeyCommand } from "./vault/Rekey.ts"
 
 export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
 
 const setPlan: OperatorCommand = ([developerId, plan]) =>
   Effect.gen(function*() {
-    if (developerId === undefined || !["free", "pro", "enterprise"].includes(plan ?? "")) {
-      return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <free|pro|enterprise>"))
+    if (developerId === undefined || plan === undefined) {
+      return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <plan>"))
     }
     const sql = yield* SqlClient.SqlClient
+    // decisions §16: any plan in the plans table (seeded, or added by PLANS_FILE at the last start)
+    const known = yield* sql<{ code: string }>`SELECT code FROM plans ORDER BY code`.pipe(Effect.mapError((e) => new Error(`database error: ${e.message}`)))
+    if (!known.some((p) => p.code === plan)) {
+      return yield* Effect.fail(new Error(`unknown plan "${plan}"; the plans are ${known.map((p) => p.code).join(", ")}`))
+    }
     const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`.pipe(
       Effect.mapError((e) => new Error(`database error: ${e.message}`))
     )
@@ -24,5 +30,7 @@ const setPlan: OperatorCommand = ([developerId, plan]) =>
 
 export const operatorCommands: Record<string, OperatorCommand> = {
   "developers set-plan": setPlan,
-  "vault rekey": rekeyCommand
+  "vault rekey": rekeyCommand,
+  "billing set-plan": setPlan,
+  ...billingCommands
 }

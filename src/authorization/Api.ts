@@ -11,7 +11,7 @@ import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
   InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PublicRouteErrors,
-  RequestNotPending
+  RequestNotPending, QuotaExceeded
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -58,6 +58,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(AgentNotFound)
       .addError(AgentSuspended)
       .addError(InvalidScopes)
+      .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 10, authorizeBucket: true })
@@ -70,6 +71,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(BodyErrors)
       .addError(InvalidGrant)
       .addError(AgentSuspended)
+      .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 20 })

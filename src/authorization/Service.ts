@@ -10,12 +10,15 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
+import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
-import { AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound } from "../platform/Errors.ts"
+import {
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type QuotaExceeded
+} from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
@@ -96,7 +99,7 @@ export interface TokenResponse {
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
     { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | QuotaExceeded
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -109,7 +112,7 @@ export interface AuthorizationService {
   readonly exchangeCode: (
     developer: Developer,
     input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
-  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest>
+  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest | QuotaExceeded>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
 }
 
@@ -131,6 +134,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const grants = yield* Grants
     const events = yield* Events
     const credentials = yield* Credentials
+    const entitlements = yield* Entitlements
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -204,6 +208,8 @@ export const AuthorizationServiceLive = Layer.effect(
         if (unregistered.length > 0) {
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
+        // decisions §16: the monthly authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
+        yield* entitlements.admit(developer, "authorizations")
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
@@ -321,6 +327,8 @@ export const AuthorizationServiceLive = Layer.effect(
         }
         // decisions §18: the credential asked for is checked before the code is spent
         const wanted = yield* credentials.parseRequest(input)
+        // decisions §16: the monthly token-exchange quota (refresh is never checked)
+        yield* entitlements.admit(developer, "token_exchanges")
         // A replay revokes the grant and must commit even though the request fails.
         const outcome = yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis

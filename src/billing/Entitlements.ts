@@ -19,8 +19,10 @@ import { Counters } from "../platform/Counters.ts"
 import { PlanLimitExceeded, QuotaExceeded } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { syncPlans } from "./Invoices.ts"
 import { countOne } from "./Meters.ts"
 import { type LimitName, type Plan, planOf, periodOf, QUOTA_OF } from "./Plans.ts"
+import { NoProviderLive } from "./Provider.ts"
 
 export type QuotaMeter = "authorizations" | "token_exchanges"
 export type CapName = "agents" | "webhooks" | "activeGrants"
@@ -138,4 +140,11 @@ export const EntitlementsLive = Layer.effect(
 
     return { plan, admit, withinCap }
   })
+)
+
+/** Billing's services: entitlements, the (empty) provider port, and the configured plans written to `plans`. */
+export const BillingLive = Layer.mergeAll(
+  EntitlementsLive,
+  NoProviderLive,
+  Layer.effectDiscard(Effect.flatMap(Config, (config) => syncPlans(config.plans)).pipe(Effect.orDie))
 )

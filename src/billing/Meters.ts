@@ -75,3 +75,39 @@ export const countOne = (meter: "authorizations" | "token_exchanges", developerI
     )
     return Number(rows[0]?.n ?? 0)
   })
+
+export interface DailyCounts {
+  tokenExchanges: number
+  authorizations: number
+  vaultExchanges: number
+  offlineEntries: number
+  totalRequests: number
+}
+
+const DAILY: ReadonlyArray<[keyof DailyCounts, string, string, string]> = [
+  ["authorizations", "auth_requests", "created_at", ""],
+  ["tokenExchanges", "grant_tokens", "issued_at", ""],
+  ["vaultExchanges", "events", "created_at", "AND type = 'vault.credential.exchanged'"],
+  ["offlineEntries", "offline_audit_entries", "received_at", ""]
+]
+
+/** One developer's counts per UTC day over [start, end), from the durable rows; totalRequests sums them. */
+export const daily = (developerId: string, start: Date, end: Date) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const out = new Map<string, DailyCounts>()
+    for (const [field, table, at, extra] of DAILY) {
+      const rows = yield* sql.unsafe<{ day: string; n: string | number }>(
+        `SELECT to_char(${at} AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*)::bigint AS n FROM ${table}
+         WHERE developer_id = $3 AND ${at} >= $1 AND ${at} < $2 ${extra} GROUP BY 1`,
+        [start, end, developerId] as any
+      )
+      for (const row of rows) {
+        const entry = out.get(row.day) ?? { tokenExchanges: 0, authorizations: 0, vaultExchanges: 0, offlineEntries: 0, totalRequests: 0 }
+        entry[field] = Number(row.n)
+        entry.totalRequests += Number(row.n)
+        out.set(row.day, entry)
+      }
+    }
+    return out
+  })

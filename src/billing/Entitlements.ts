@@ -29,10 +29,10 @@ export type CapName = "agents" | "webhooks" | "activeGrants"
 
 export const QUOTA_RESYNC_MS = 60_000
 
-/** rows that count against each cap; `$1` is the developer, `$2` now */
-const CAP_SQL: Record<CapName, string> = {
-  agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL",
-  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND deleted_at IS NULL",
+/** rows that count against each cap; `$1` is the developer, `$2` now (typed where unused, so every query takes both) */
+export const CAP_SQL: Record<CapName, string> = {
+  agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
   activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2"
 }
 

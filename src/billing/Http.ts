@@ -7,7 +7,7 @@ import { CurrentDeveloper } from "../platform/Auth.ts"
 import { BadRequest, NotFound, ServiceUnavailable } from "../platform/Errors.ts"
 import { encodeCursor, pageParams } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { Entitlements } from "./Entitlements.ts"
+import { CAP_SQL, Entitlements } from "./Entitlements.ts"
 import { readInvoices } from "./Invoices.ts"
 import { daily, measure, emptyUsage } from "./Meters.ts"
 import { LIMIT_NAMES, type Plan, parsePeriod, periodOf } from "./Plans.ts"
@@ -33,11 +33,6 @@ const planView = (p: Plan) => ({
   overage: Object.fromEntries(Object.entries(p.overage).map(([k, v]) => [k, Number(v)]))
 })
 
-const CAP_COUNTS: Record<string, string> = {
-  agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL",
-  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND deleted_at IS NULL",
-  activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2"
-}
 
 const DAY_MS = 86_400_000
 
@@ -62,7 +57,7 @@ export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
             authorizationsPerMonth: metered.authorizations,
             tokenExchangesPerMonth: metered.token_exchanges
           }
-          for (const [name, text] of Object.entries(CAP_COUNTS)) {
+          for (const [name, text] of Object.entries(CAP_SQL)) {
             const [row] = yield* run(sql.unsafe<{ n: number }>(text, [developer.id, new Date(ms)] as any))
             used[name] = row?.n ?? 0
           }

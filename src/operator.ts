@@ -6,6 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AppConfig } from "./Config.ts"
 import { billingCommands } from "./billing/Commands.ts"
+import { Events, EventsLive } from "./platform/Events.ts"
 import { rekeyCommand } from "./vault/Rekey.ts"
 
 export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
@@ -21,7 +22,16 @@ const setPlan: OperatorCommand = ([developerId, plan]) =>
     if (!known.some((p) => p.code === plan)) {
       return yield* Effect.fail(new Error(`unknown plan "${plan}"; the plans are ${known.map((p) => p.code).join(", ")}`))
     }
-    const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`.pipe(
+    // the change and its billing.subscription.updated event commit together (decisions §16)
+    const rows = yield* sql.withTransaction(Effect.gen(function*() {
+      const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`
+      if (rows.length > 0) {
+        const events = yield* Events
+        yield* events.emit(developerId, "billing.subscription.updated", { plan: plan!, status: "active" })
+      }
+      return rows
+    })).pipe(
+      Effect.provide(EventsLive),
       Effect.mapError((e) => new Error(`database error: ${e.message}`))
     )
     if (rows.length === 0) return yield* Effect.fail(new Error(`no developer ${developerId}`))

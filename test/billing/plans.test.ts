@@ -59,6 +59,8 @@ test("GET /v1/billing/plans shows the file's figures; a file's new plan can be s
   // the operator command (before the key is used, so no cached developer is read in embedded mode)
   expect(await app.run(operatorCommands["billing set-plan"]!([developerId, "team"], app.config))).toBe(`developer ${developerId} is now on the team plan`)
   await expect(app.run(operatorCommands["billing set-plan"]!([developerId, "gold"], app.config))).rejects.toThrow('unknown plan "gold"')
+  expect(await app.query("SELECT data FROM events WHERE developer_id = $1 AND type = 'billing.subscription.updated'", [developerId]))
+    .toEqual([{ data: { plan: "team", status: "active" } }])
   const res = await app.request("GET", "/v1/billing/plans", { apiKey })
   expect(res.status).toBe(200)
   const team = res.body.plans.find((p: any) => p.code === "team")

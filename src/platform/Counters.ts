@@ -172,12 +172,18 @@ const makeRedisStore = (url: string, prefix: string) =>
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
+      // resumed from ioredis's callback, as `hit` is: authorize and code exchange wait on it
       quotaHit: (key, limit) =>
-        Effect.tryPromise({
-          try: () => (client as any).quotaHit(key, limit) as Promise<[number, number]>,
-          catch: (cause) => new CounterStoreUnavailable({ cause })
-        }).pipe(Effect.map(([count, added]): QuotaHit =>
-          Number(count) < 0 ? { missing: true } : { missing: false, count: Number(count), added: Number(added) === 1 })),
+        Effect.async<QuotaHit, CounterStoreUnavailable>((resume) => {
+          ;(client as any).quotaHit(key, limit, (error: unknown, out: [number, number]) => {
+            if (error) resume(Effect.fail(new CounterStoreUnavailable({ cause: error })))
+            else {
+              resume(Effect.succeed(
+                Number(out[0]) < 0 ? { missing: true } : { missing: false, count: Number(out[0]), added: Number(out[1]) === 1 }
+              ))
+            }
+          })
+        }),
       quotaSeed: (key, value, ttlMs, mode) =>
         Effect.tryPromise({
           try: () => (client as any).quotaSeed(key, value, ttlMs, mode) as Promise<number>,

@@ -11,7 +11,9 @@ import { Effect } from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Authorization } from "../../src/authorization/Service.ts"
 import { Entitlements } from "../../src/billing/Entitlements.ts"
+import { ApiKeys } from "../../src/platform/Auth.ts"
 import { postJson, row, startBenchServer } from "./support.ts"
 
 const ROUNDS = Number(process.env.BILLING_BENCH_ROUNDS ?? 3)
@@ -45,7 +47,7 @@ export async function run() {
 
     // Side by side: every in-flight slot alternates a checked and an unchecked request, so both see
     // the same load at the same moment; the overhead is the difference of their mean latencies.
-    const sideBySide = async (send: (dev: typeof checked) => Promise<boolean>) => {
+    const sideBySide = async (send: (dev: typeof checked) => Promise<boolean | "done">) => {
       const lat = { free: [] as Array<number>, enterprise: [] as Array<number> }
       let errors = 0
       for (let round = 0; round < ROUNDS; round++) {
@@ -56,6 +58,7 @@ export async function run() {
             const dev = turn++ % 2 === 0 ? checked : unchecked
             const t = performance.now()
             const ok = await send(dev).catch(() => false)
+            if (ok === "done") break
             if (!ok) errors++
             else lat[dev.plan].push(performance.now() - t)
           }
@@ -83,13 +86,44 @@ export async function run() {
     }
     const exchangeResult = await sideBySide((dev) => {
       const code = pools.get(dev.plan)!.pop()
-      if (code === undefined) return Promise.resolve(false)
+      if (code === undefined) return Promise.resolve("done" as const)
       return fetch(`${server.url}/v1/token`, {
         method: "POST",
         headers: { authorization: `Bearer ${dev.apiKey}`, "content-type": "application/json" },
         body: JSON.stringify({ code, agentId: dev.agentId })
       }).then(async (r) => (await r.arrayBuffer(), r.status === 201))
     })
+
+    // In process, one at a time, alternating: the authorize and exchange services for each developer
+    // (no HTTP, no concurrency: the least noisy view of what the check adds on a busy machine).
+    const inProcess = await server.run(Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const authorization = yield* Authorization
+      const devs = { free: (yield* keys.resolve(checked.apiKey))!, enterprise: (yield* keys.resolve(unchecked.apiKey))! }
+      const agentOf = { free: checked.agentId, enterprise: unchecked.agentId }
+      const spent = { authorize: { free: 0, enterprise: 0 }, exchange: { free: 0, enterprise: 0 } }
+      const codes = { free: [] as Array<string>, enterprise: [] as Array<string> }
+      const n = 300
+      for (let i = 0; i < n; i++) {
+        for (const plan of (i % 2 === 0 ? ["free", "enterprise"] : ["enterprise", "free"]) as Array<"free" | "enterprise">) {
+          const t = performance.now()
+          const r = yield* authorization.authorize(devs[plan], { agentId: agentOf[plan], principalId: "p", scopes: ["email:read"] })
+          spent.authorize[plan] += performance.now() - t
+          codes[plan].push(r.code!)
+        }
+      }
+      for (let i = 0; i < n; i++) {
+        for (const plan of (i % 2 === 0 ? ["free", "enterprise"] : ["enterprise", "free"]) as Array<"free" | "enterprise">) {
+          const t = performance.now()
+          yield* authorization.exchangeCode(devs[plan], { code: codes[plan][i]!, agentId: agentOf[plan] })
+          spent.exchange[plan] += performance.now() - t
+        }
+      }
+      return {
+        authorize: { checkedUs: (spent.authorize.free * 1000) / n, uncheckedUs: (spent.authorize.enterprise * 1000) / n },
+        exchange: { checkedUs: (spent.exchange.free * 1000) / n, uncheckedUs: (spent.exchange.enterprise * 1000) / n }
+      }
+    }))
 
     // the check alone, in process: the free developer's authorization quota (store call included)
     const admitUs = await server.run(Effect.gen(function*() {
@@ -110,6 +144,13 @@ export async function run() {
         overhead <= 3 ? `PASS (adds ${overhead.toFixed(1)}%)` : `FAIL (adds ${overhead.toFixed(1)}%)`)
       row(`  p50 ms checked / unchecked; requests, errors`, `${r.checkedP50Ms.toFixed(2)} / ${r.uncheckedP50Ms.toFixed(2)}; ${r.requests}, ${r.errors}`)
       out[op] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
+    }
+    for (const op of ["authorize", "exchange"] as const) {
+      const r = inProcess[op]
+      const overhead = (100 * (r.checkedUs - r.uncheckedUs)) / r.uncheckedUs
+      row(`${op} service, in process, one at a time: µs checked / unchecked`, `${r.checkedUs.toFixed(0)} / ${r.uncheckedUs.toFixed(0)}`, undefined,
+        overhead <= 3 ? `PASS (adds ${overhead.toFixed(1)}%)` : `FAIL (adds ${overhead.toFixed(1)}%)`)
+      out[`${op}InProcess`] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
     }
     row("entitlement check alone, µs per call (in process)", admitUs.toFixed(1))
     return out

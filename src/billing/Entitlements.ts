@@ -4,7 +4,8 @@
  * - Resource caps count the developer's rows under a per-developer advisory lock, in the caller's
  *   transaction, so concurrent creations cannot pass the cap together → 402 PLAN_LIMIT_EXCEEDED.
  * - Monthly quotas: a live counter per developer, meter and month in the counter store, checked and
- *   incremented in one call. It is seeded from the durable rows when missing and expires after
+ *   incremented in one call; far from the ceiling an instance takes small blocks ahead (see `take`),
+ *   so most requests make no round trip for it. It is seeded from the durable rows when missing and expires after
  *   QUOTA_RESYNC_MS, so it is rebuilt from the database at least that often (catching tokens issued by
  *   refresh, delegation or bundles, and anything an outage hid). A quota with no overage price is a
  *   hard stop (the free plan) → 402 QUOTA_EXCEEDED; a priced one is billed, never blocked.
@@ -28,6 +29,9 @@ export type QuotaMeter = "authorizations" | "token_exchanges"
 export type CapName = "agents" | "webhooks" | "activeGrants"
 
 export const QUOTA_RESYNC_MS = 60_000
+/** the most units one instance takes ahead, and how long it may hand them out */
+const LEASE_MAX = 32
+const LEASE_MS = 2_000
 
 /** rows that count against each cap; `$1` is the developer, `$2` now (typed where unused, so every query takes both) */
 export const CAP_SQL: Record<CapName, string> = {
@@ -79,6 +83,71 @@ export const EntitlementsLive = Layer.effect(
         noted.add(memo)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quota threshold not recorded", cause)))
 
+    /** units this instance took from the store ahead and hands out without a round trip */
+    const leases = new Map<string, { units: number; top: number; until: number; keyExpiresAt: number }>()
+    /** the store's count at this instance's last call, per counter (sizes the next block) */
+    const lastCount = new Map<string, number>()
+    const refund = (key: string, units: number) =>
+      Effect.runFork(counters.quotaSeed(key, units, 0, "refund").pipe(Effect.ignore))
+
+    /**
+     * One unit of quota: from this instance's lease if it holds one, else from the store, taking a
+     * block of up to LEASE_MAX units while far from the ceiling (1/64 of what is left, so near it
+     * every request asks the store and the ceiling is exact). A lease lives LEASE_MS and never past
+     * the counter (so a re-seeded counter cannot miss units still leased); unused units go back.
+     */
+    const take = (key: string, ceiling: number, durable: Effect.Effect<number>) =>
+      Effect.gen(function*() {
+        const lease = leases.get(key)
+        const realNow = Date.now()
+        if (lease !== undefined) {
+          if (lease.units > 0 && lease.until > realNow) {
+            lease.units--
+            return { count: lease.top - lease.units, added: true }
+          }
+          leases.delete(key)
+          if (lease.units > 0 && realNow < lease.keyExpiresAt - 500) refund(key, lease.units)
+        }
+        const known = lastCount.get(key)
+        const want = known === undefined ? 1 : Math.max(1, Math.min(LEASE_MAX, Math.floor((ceiling - known) / 64)))
+        const live = Effect.gen(function*() {
+          if (stale.has(key)) {
+            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "max")
+            stale.delete(key)
+          }
+          let hit = yield* counters.quotaHit(key, ceiling, want)
+          if (hit.missing) {
+            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "nx")
+            hit = yield* counters.quotaHit(key, ceiling, want)
+          }
+          if (hit.missing) return { count: yield* durable, added: true }
+          if (lastCount.size > 100_000) lastCount.clear()
+          lastCount.set(key, hit.count)
+          if (hit.granted === 0) return { count: hit.count, added: false }
+          const spare = hit.granted - 1
+          if (spare > 0) {
+            const until = Math.min(realNow + LEASE_MS, realNow + hit.ttlMs - 1_000)
+            const held = leases.get(key)
+            // concurrent requests of this instance may each have taken a block: keep every unit
+            if (held !== undefined && held.until > Date.now()) {
+              held.units += spare
+              held.top = Math.max(held.top, hit.count)
+            } else if (until > realNow) {
+              if (held !== undefined && held.units > 0 && Date.now() < held.keyExpiresAt - 500) refund(key, held.units)
+              leases.set(key, { units: spare, top: hit.count, until, keyExpiresAt: realNow + hit.ttlMs })
+            } else refund(key, spare)
+          }
+          return { count: hit.count - spare, added: true }
+        })
+        return yield* live.pipe(
+          Effect.catchTag("CounterStoreUnavailable", () =>
+            Effect.map(durable, (n) => {
+              stale.add(key)
+              return n >= ceiling ? { count: n, added: false } : { count: n + 1, added: true }
+            }))
+        )
+      })
+
     const admit: EntitlementsService["admit"] = (developer, meter) =>
       Effect.gen(function*() {
         const p = plan(developer)
@@ -94,25 +163,7 @@ export const EntitlementsLive = Layer.effect(
         )
         // a paid plan is never blocked: its counter only has to notice the thresholds
         const ceiling = blocks ? limit : Number.MAX_SAFE_INTEGER
-        const live = Effect.gen(function*() {
-          if (stale.has(key)) {
-            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "max")
-            stale.delete(key)
-          }
-          let hit = yield* counters.quotaHit(key, ceiling)
-          if (hit.missing) {
-            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "nx")
-            hit = yield* counters.quotaHit(key, ceiling)
-          }
-          return hit.missing ? { count: yield* durable, added: true } : hit
-        })
-        const result = yield* live.pipe(
-          Effect.catchTag("CounterStoreUnavailable", () =>
-            Effect.map(durable, (n) => {
-              stale.add(key)
-              return n >= ceiling ? { count: n, added: false } : { count: n + 1, added: true }
-            }))
-        )
+        const result = yield* take(key, ceiling, durable)
         if (result.count >= Math.ceil(limit * 0.8)) yield* threshold(developer.id, meter, period.start, period.label, 80)
         if (result.count >= limit) yield* threshold(developer.id, meter, period.start, period.label, 100)
         if (!result.added) {

@@ -32,27 +32,37 @@ export interface CounterStore {
   readonly ping: Effect.Effect<void, CounterStoreUnavailable>
   readonly kind: "redis" | "memory"
   /**
-   * Billing quotas (decisions §16): if the counter is below `limit`, add one. Answers the count and
-   * whether it was added, or `missing` when there is no counter (the caller seeds it from durable rows).
+   * Billing quotas (decisions §16): takes up to `want` units while the counter is below `limit`.
+   * Answers the count after, the units granted (0: at the limit) and the counter's remaining life,
+   * or `missing` when there is no counter (the caller seeds it from durable rows).
    */
-  readonly quotaHit: (key: string, limit: number) => Effect.Effect<QuotaHit, CounterStoreUnavailable>
-  /** sets a quota counter: "nx" only if missing, "max" raises it, "set" replaces it; expires after ttlMs */
-  readonly quotaSeed: (key: string, value: number, ttlMs: number, mode: "nx" | "max" | "set") => Effect.Effect<void, CounterStoreUnavailable>
+  readonly quotaHit: (key: string, limit: number, want: number) => Effect.Effect<QuotaHit, CounterStoreUnavailable>
+  /** "nx" sets a missing counter, "max" raises it, "set" replaces it (expiring after ttlMs); "refund" takes `value` back */
+  readonly quotaSeed: (key: string, value: number, ttlMs: number, mode: "nx" | "max" | "set" | "refund") => Effect.Effect<void, CounterStoreUnavailable>
   /** prefix for every key; tests give each app its own */
   readonly prefix: string
 }
 
-export type QuotaHit = { readonly missing: true } | { readonly missing: false; readonly count: number; readonly added: boolean }
+export type QuotaHit =
+  | { readonly missing: true }
+  | { readonly missing: false; readonly count: number; readonly granted: number; readonly ttlMs: number }
 
 const QUOTA_HIT_SCRIPT = `
 local c = redis.call('GET', KEYS[1])
-if not c then return {-1, 0} end
+if not c then return {-1, 0, 0} end
 c = tonumber(c)
-if c >= tonumber(ARGV[1]) then return {c, 0} end
-return {redis.call('INCR', KEYS[1]), 1}
+local room = tonumber(ARGV[1]) - c
+local want = tonumber(ARGV[2])
+if room <= 0 then return {c, 0, redis.call('PTTL', KEYS[1])} end
+if want > room then want = room end
+return {redis.call('INCRBY', KEYS[1], want), want, redis.call('PTTL', KEYS[1])}
 `
 const QUOTA_SEED_SCRIPT = `
 local c = redis.call('GET', KEYS[1])
+if ARGV[3] == 'refund' then
+  if c then redis.call('DECRBY', KEYS[1], ARGV[1]) end
+  return 0
+end
 if ARGV[3] == 'nx' and c then return 0 end
 if ARGV[3] == 'max' and c and tonumber(c) >= tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -99,17 +109,21 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
     kind: "memory",
     prefix,
     ping: Effect.void,
-    quotaHit: (key, limit) =>
+    quotaHit: (key, limit, want) =>
       Effect.sync((): QuotaHit => {
         const entry = quota(key)
         if (entry === undefined) return { missing: true }
-        if (entry.count >= limit) return { missing: false, count: entry.count, added: false }
-        entry.count++
-        return { missing: false, count: entry.count, added: true }
+        const granted = Math.max(0, Math.min(want, limit - entry.count))
+        entry.count += granted
+        return { missing: false, count: entry.count, granted, ttlMs: entry.expiresAt - Date.now() }
       }),
     quotaSeed: (key, value, ttlMs, mode) =>
       Effect.sync(() => {
         const entry = quota(key)
+        if (mode === "refund") {
+          if (entry !== undefined) entry.count -= value
+          return
+        }
         if (mode === "nx" && entry !== undefined) return
         if (mode === "max" && entry !== undefined && entry.count >= value) return
         quotas.set(key, { count: value, expiresAt: Date.now() + ttlMs })
@@ -173,13 +187,15 @@ const makeRedisStore = (url: string, prefix: string) =>
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
       // resumed from ioredis's callback, as `hit` is: authorize and code exchange wait on it
-      quotaHit: (key, limit) =>
+      quotaHit: (key, limit, want) =>
         Effect.async<QuotaHit, CounterStoreUnavailable>((resume) => {
-          ;(client as any).quotaHit(key, limit, (error: unknown, out: [number, number]) => {
+          ;(client as any).quotaHit(key, limit, want, (error: unknown, out: [number, number, number]) => {
             if (error) resume(Effect.fail(new CounterStoreUnavailable({ cause: error })))
             else {
               resume(Effect.succeed(
-                Number(out[0]) < 0 ? { missing: true } : { missing: false, count: Number(out[0]), added: Number(out[1]) === 1 }
+                Number(out[0]) < 0
+                  ? { missing: true }
+                  : { missing: false, count: Number(out[0]), granted: Number(out[1]), ttlMs: Number(out[2]) }
               ))
             }
           })

@@ -2,10 +2,10 @@
  * Webhook endpoints and their delivery history (decisions §7). The secret (32 random bytes, hex)
  * is shown once and stored encrypted with the vault's keys (AES-256-GCM, bound to the endpoint).
  */
-import { planOf } from "../billing/Plans.ts"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
+import { planOf } from "../billing/Plans.ts"
 import { Config } from "../Config.ts"
 import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 import { EVENT_TYPES } from "../platform/Events.ts"

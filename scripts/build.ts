@@ -1,10 +1,12 @@
 /**
  * Builds the single executable `dist/agent-auth` with `bun build --compile`: the service, its
  * migrations (imported as text) and PGlite's wasm/data (imported as files) in one file that runs
- * on a machine with neither Node nor Bun.
+ * on a machine with neither Node nor Bun; and the on-device kit as JavaScript with type
+ * declarations (dist/offline/, see buildKit.ts).
  */
 import { $ } from "bun"
 import { mkdirSync } from "node:fs"
+import { buildKit } from "./buildKit.ts"
 
 mkdirSync("dist", { recursive: true })
 const entrypoints = ["src/main.ts"]
@@ -17,3 +19,5 @@ const started = performance.now()
 await $`${process.execPath} build --compile --minify-syntax --minify-whitespace --sourcemap=none --target=bun ${entrypoints} --outfile dist/agent-auth`
 const size = Bun.file("dist/agent-auth").size
 console.log(`dist/agent-auth: ${(size / 1024 / 1024).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+await buildKit()
+console.log("dist/offline: index.js + index.d.ts (the on-device kit)")

@@ -31,7 +31,17 @@ import m0013 from "./0013_grant_hardening.sql" with { type: "text" }
 // @ts-ignore text import
 import m0014 from "./0014_hardening_data.sql" with { type: "text" }
 // @ts-ignore text import
+import m0015 from "./0015_directory.sql" with { type: "text" }
+// @ts-ignore text import
+import m0016 from "./0016_compliance.sql" with { type: "text" }
+// @ts-ignore text import
 import m0017 from "./0017_credentials.sql" with { type: "text" }
+// @ts-ignore text import
+import m0018 from "./0018_principals_passkeys.sql" with { type: "text" }
+// @ts-ignore text import
+import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
+// @ts-ignore text import
+import m0020 from "./0020_operator_gauges.sql" with { type: "text" }
 // @ts-ignore text import
 import m0023 from "./0023_billing.sql" with { type: "text" }
 
@@ -50,6 +60,11 @@ export const migrations: Record<string, string> = {
   "0012_audit_key_generation": m0012,
   "0013_grant_hardening": m0013,
   "0014_hardening_data": m0014,
+  "0015_directory": m0015,
+  "0016_compliance": m0016,
   "0017_credentials": m0017,
+  "0018_principals_passkeys": m0018,
+  "0019_webhook_rotation": m0019,
+  "0020_operator_gauges": m0020,
   "0023_billing": m0023
 }

@@ -6,14 +6,18 @@ import { AuthorizationApi } from "./authorization/Api.ts"
 import { BillingApi, BillingProviderApi } from "./billing/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
+import { ComplianceApi } from "./compliance/Api.ts"
 import { ConsentBundlesApi } from "./consent-bundles/Api.ts"
 import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
+import { ScimApi, ScimTokensApi } from "./directory/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
+import { describeApi } from "./openapi/Document.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
+import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
 import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
@@ -33,11 +37,17 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(DomainsApi)
   .add(PasskeysApi)
   .add(WebhooksApi)
+  .add(ScimTokensApi)
+  .add(ScimApi)
+  .add(ComplianceApi)
   .add(CredentialsApi)
+  .add(PrincipalSessionsApi)
+  .add(PrincipalApi)
+  .add(PermissionsPageApi)
   .add(BillingApi)
   .add(BillingProviderApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")
-  .annotate(OpenApi.Transform, documentErrors)
+  .annotate(OpenApi.Transform, (spec) => describeApi(documentErrors(spec)))
 {}

@@ -3,9 +3,70 @@
  * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
  */
 import { Context, Layer } from "effect"
-import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
+import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from "node:crypto"
+import { readFileSync } from "node:fs"
 import { BlockList, isIP } from "node:net"
 import { loadPlans, type Plans, PlansProblem } from "./billing/Plans.ts"
+
+/**
+ * Every environment variable the service reads, with its default: the source of `agent-auth --help`,
+ * checked against the README's configuration table and the env file example by tests, so the three
+ * cannot drift apart. `loadConfig` reads no variable that is not listed here (a test checks that too).
+ */
+export const VARIABLES: ReadonlyArray<{ readonly name: string; readonly default: string; readonly meaning: string }> = [
+  { name: "DATABASE_URL", default: "required", meaning: "postgres://… or pglite://<dir> | pglite://memory (embedded)" },
+  { name: "REDIS_URL", default: "required", meaning: "redis://…[/db] or memory:// (one instance only)" },
+  { name: "RSA_PRIVATE_KEY", default: "required unless AUTO_GENERATE_KEYS=true", meaning: "PEM RSA key signing grant tokens" },
+  { name: "AUTO_GENERATE_KEYS", default: "false", meaning: "development only: generate the keys" },
+  { name: "RSA_PREVIOUS_PUBLIC_KEYS", default: "unset", meaning: "PEMs still published in the JWKS during a rotation" },
+  { name: "JWT_ISSUER", default: "https://agent-auth.local", meaning: "iss of grant tokens" },
+  { name: "PORT", default: "3001", meaning: "listen port" },
+  { name: "HOST", default: "0.0.0.0", meaning: "listen address" },
+  { name: "PUBLIC_BASE_URL", default: "http://localhost:<PORT>", meaning: "absolute URLs (syncEndpoint, consentUrl)" },
+  { name: "TRUST_PROXY", default: "unset", meaning: "hop count or CIDR list whose X-Forwarded-For is believed" },
+  { name: "VAULT_ENCRYPTION_KEYS", default: "generated in dev, required in production", meaning: "kid:base64key,... (first is active)" },
+  { name: "DID_METHOD", default: "service", meaning: "agent DIDs are did:<method>:<agentId>" },
+  { name: "VC_SIGNING_KEY", default: "generated in dev, required in production", meaning: "Ed25519 PEM signing credentials" },
+  { name: "VC_PREVIOUS_PUBLIC_KEYS", default: "unset", meaning: "Ed25519 public PEMs still accepted" },
+  { name: "DID_WEB_DOMAIN", default: "host of PUBLIC_BASE_URL", meaning: "the service's did:web" },
+  { name: "MAX_DELEGATION_DEPTH", default: "3", meaning: "" },
+  { name: "WEBAUTHN_RP_ID", default: "localhost", meaning: "" },
+  { name: "WEBAUTHN_ORIGIN", default: "PUBLIC_BASE_URL", meaning: "" },
+  { name: "WEBAUTHN_RP_NAME", default: "agent-auth-service", meaning: "" },
+  { name: "WEBHOOK_ALLOW_PRIVATE_HOSTS", default: "false", meaning: "http and private receivers (refused in production)" },
+  { name: "WEBHOOK_POLL_INTERVAL_SECONDS", default: "30", meaning: "" },
+  { name: "WEBHOOK_RETRY_BASE_SECONDS", default: "30", meaning: "" },
+  { name: "WEBHOOK_TIMEOUT_SECONDS", default: "10", meaning: "" },
+  { name: "WEBHOOK_MAX_ATTEMPTS", default: "5", meaning: "" },
+  { name: "WEBHOOK_ENDPOINTS_FREE", default: "30", meaning: "endpoints per developer on the free plan" },
+  { name: "WEBHOOK_ENDPOINTS_PRO", default: "200", meaning: "" },
+  { name: "WEBHOOK_ENDPOINTS_ENTERPRISE", default: "none", meaning: "" },
+  { name: "PLANS_FILE", default: "unset", meaning: "JSON file of plans (limits, monthly fee, overage) replacing or adding to the seeded ones" },
+  { name: "WEBHOOK_ENDPOINT_CONCURRENCY", default: "4", meaning: "sends in flight per endpoint" },
+  { name: "WEBHOOK_DEVELOPER_CONCURRENCY", default: "16", meaning: "per developer, all instances" },
+  { name: "WEBHOOK_CONCURRENCY", default: "50", meaning: "per instance" },
+  { name: "DPDP_BREACH_DEADLINE_ALERTS_ENABLED", default: "false", meaning: "exactly true turns the deadline fiber on" },
+  { name: "DPDP_BREACH_ALERT_LEAD_MINUTES", default: "1440", meaning: "" },
+  { name: "DPDP_BREACH_ALERT_INTERVAL_SECONDS", default: "300", meaning: "" },
+  { name: "RATE_LIMIT_PLAN_FREE", default: "100", meaning: "per developer per minute" },
+  { name: "RATE_LIMIT_PLAN_PRO", default: "500", meaning: "" },
+  { name: "RATE_LIMIT_PLAN_ENTERPRISE", default: "2000", meaning: "" },
+  { name: "RATE_LIMIT_ROUTE_DEFAULT", default: "5000", meaning: "per source address per route per minute" },
+  { name: "RATE_LIMIT_CONTAINMENT", default: "2000", meaning: "" },
+  { name: "RATE_LIMIT_REVOCATION_STATUS", default: "6000", meaning: "" },
+  { name: "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", default: "10", meaning: "" },
+  { name: "RATE_LIMIT_SIGNUP_PER_HOUR", default: "10", meaning: "sign-ups per source address per clock hour" },
+  { name: "RATE_LIMIT_SCALE", default: "1", meaning: "multiplies every figure" },
+  { name: "DNS_RESOLVER", default: "system", meaning: "host:port of the DNS server for domain verification" },
+  { name: "NODE_ENV", default: "unset", meaning: "production: generated keys refused, more variables required" },
+  { name: "METRICS_TOKEN", default: "unset (required in production)", meaning: "bearer token for GET /metrics" },
+  { name: "LOG_LEVEL", default: "info", meaning: "debug, info, warn, error, none" },
+  { name: "MIGRATE_ON_START", default: "true", meaning: "false: serve does not apply pending migrations" },
+  { name: "REDIS_KEY_PREFIX", default: "aas:", meaning: "prefix of every Redis key" },
+  { name: "WORKERS_ENABLED", default: "true", meaning: "false: this instance runs no scheduled fibers" },
+  { name: "SIGNUP_ENABLED", default: "true", meaning: "false: POST /v1/signup answers 403 SIGNUP_DISABLED" },
+  { name: "OTEL_EXPORTER_OTLP_ENDPOINT", default: "unset", meaning: "OTLP/HTTP base URL: spans per request and SQL statement" }
+]
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, readonly problem: string) {
@@ -29,6 +90,8 @@ export interface AppConfig {
   readonly didMethod: string
   readonly maxDelegationDepth: number
   readonly webauthn: { readonly rpId: string; readonly origin: string; readonly rpName: string }
+  /** attestation trust anchors (decisions §17): root certificates and local metadata statements */
+  readonly webauthnTrust: { readonly roots: ReadonlyArray<string>; readonly statements: ReadonlyArray<Record<string, unknown>> }
   readonly webhooks: {
     readonly allowPrivateHosts: boolean
     readonly pollIntervalSeconds: number
@@ -42,6 +105,7 @@ export interface AppConfig {
     readonly developerConcurrency: number
     readonly concurrency: number
   }
+  readonly compliance: { readonly jobPollSeconds: number }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
     readonly alertLeadMinutes: number
@@ -59,6 +123,10 @@ export interface AppConfig {
   /** prefix of every Redis key (tests give each app its own) */
   readonly redisKeyPrefix: string
   readonly workersEnabled: boolean
+  /** open sign-up (POST /v1/signup); off, operators create developers with the binary */
+  readonly signupEnabled: boolean
+  /** OTLP/HTTP base URL for trace export; unset, tracing stays off */
+  readonly otlpEndpoint: string | undefined
   /** decisions §18: the Ed25519 credential key (PEM), previous public keys, the did:web domain override */
   readonly vc: {
     readonly signingKey: string | undefined
@@ -211,6 +279,48 @@ const checkOrigin = (origin: string): string => {
   return url.origin
 }
 
+/**
+ * `WEBAUTHN_ATTESTATION_ROOTS` (PEM certificates, inline or a file path) and `WEBAUTHN_MDS_STATEMENTS`
+ * (a JSON array of FIDO metadata statements, inline or a file path): the only trust anchors an
+ * attestation policy with an AAGUID allow-list can rely on (the FIDO MDS is not reachable).
+ */
+const webauthnTrust = (env: Env): AppConfig["webauthnTrust"] => {
+  const read = (name: string): string | undefined => {
+    const raw = env[name]?.trim()
+    if (!raw) return undefined
+    if (raw.startsWith("-----BEGIN")) return raw.replace(/\\n/g, "\n")
+    if (raw.startsWith("[")) return raw
+    try {
+      return readFileSync(raw, "utf8")
+    } catch {
+      throw new ConfigError(name, "must be the value itself or a readable file")
+    }
+  }
+  const rootsText = read("WEBAUTHN_ATTESTATION_ROOTS")
+  const roots = rootsText?.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  if (rootsText !== undefined && roots.length === 0) throw new ConfigError("WEBAUTHN_ATTESTATION_ROOTS", "must hold PEM certificates")
+  for (const pem of roots) {
+    try {
+      new X509Certificate(pem)
+    } catch {
+      throw new ConfigError("WEBAUTHN_ATTESTATION_ROOTS", "holds a certificate that does not parse")
+    }
+  }
+  const statementsText = read("WEBAUTHN_MDS_STATEMENTS")
+  let statements: Array<Record<string, unknown>> = []
+  if (statementsText !== undefined) {
+    try {
+      statements = JSON.parse(statementsText)
+    } catch {
+      throw new ConfigError("WEBAUTHN_MDS_STATEMENTS", "must be a JSON array of metadata statements")
+    }
+    if (!Array.isArray(statements) || statements.some((s) => typeof s !== "object" || s === null || typeof s.aaguid !== "string")) {
+      throw new ConfigError("WEBAUTHN_MDS_STATEMENTS", "must be a JSON array of metadata statements, each with an aaguid")
+    }
+  }
+  return { roots, statements }
+}
+
 /** `DNS_RESOLVER`: an IP address with an optional port (`1.1.1.1`, `127.0.0.1:5353`, `[::1]:53`): what the resolver accepts */
 const checkResolver = (raw: string): string => {
   const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(raw)
@@ -287,6 +397,10 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   const production = env.NODE_ENV === "production"
   const databaseUrl = url("DATABASE_URL", required(env, "DATABASE_URL"), ["postgres:", "postgresql:", "pglite:"])
   const redisUrl = url("REDIS_URL", required(env, "REDIS_URL"), ["redis:", "rediss:", "memory:"])
+  // the database index is the path (redis://host:6379/2): anything else would silently mean db 0
+  if (!redisUrl.startsWith("memory:") && !/^\/?(\d{1,5})?$/.test(new URL(redisUrl).pathname)) {
+    throw new ConfigError("REDIS_URL", "the path must be a database index, e.g. redis://host:6379/0")
+  }
   const autoGenerateKeys = boolean(env, "AUTO_GENERATE_KEYS")
   const rsaPrivateKey = env.RSA_PRIVATE_KEY?.trim() ? env.RSA_PRIVATE_KEY.replace(/\\n/g, "\n") : undefined
   if (rsaPrivateKey === undefined && !autoGenerateKeys) {
@@ -360,6 +474,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       origin: env.WEBAUTHN_ORIGIN?.trim() ? checkOrigin(env.WEBAUTHN_ORIGIN.trim()) : new URL(publicBaseUrl).origin,
       rpName: env.WEBAUTHN_RP_NAME?.trim() || "agent-auth-service"
     },
+    webauthnTrust: webauthnTrust(env),
     webhooks: {
       allowPrivateHosts: boolean(env, "WEBHOOK_ALLOW_PRIVATE_HOSTS"),
       pollIntervalSeconds: positiveNumber(env, "WEBHOOK_POLL_INTERVAL_SECONDS", 30),
@@ -376,6 +491,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       developerConcurrency: integer(env, "WEBHOOK_DEVELOPER_CONCURRENCY", 16, 1),
       concurrency: integer(env, "WEBHOOK_CONCURRENCY", 50, 1)
     },
+    compliance: { jobPollSeconds: positiveNumber(env, "COMPLIANCE_JOB_POLL_SECONDS", 5) },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
       alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),
@@ -400,6 +516,10 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     migrateOnStart: env.MIGRATE_ON_START !== "false",
     redisKeyPrefix: env.REDIS_KEY_PREFIX?.trim() || "aas:",
     workersEnabled: env.WORKERS_ENABLED !== "false",
+    signupEnabled: env.SIGNUP_ENABLED === undefined || env.SIGNUP_ENABLED === "" ? true : boolean(env, "SIGNUP_ENABLED"),
+    otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim()
+      ? url("OTEL_EXPORTER_OTLP_ENDPOINT", env.OTEL_EXPORTER_OTLP_ENDPOINT.trim(), ["http:", "https:"]).replace(/\/+$/, "")
+      : undefined,
     vc
   }
 }

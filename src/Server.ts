@@ -5,7 +5,7 @@
  * ~15% faster than the Node server adapter under Bun; see README).
  */
 import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { AgentsHttp } from "./agents/Http.ts"
 import { AgentsLive } from "./agents/Service.ts"
 import { Api } from "./Api.ts"
@@ -21,6 +21,9 @@ import { BreachesLive } from "./breaches/Service.ts"
 import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
 import { BudgetsHttp } from "./budgets/Http.ts"
 import { BudgetsLive } from "./budgets/Service.ts"
+import { ComplianceHttp } from "./compliance/Http.ts"
+import { ComplianceLive } from "./compliance/Service.ts"
+import { WorkerLive as ComplianceJobWorker } from "./compliance/Worker.ts"
 import { type AppConfig, Config } from "./Config.ts"
 import { ConsentBundlesHttp } from "./consent-bundles/Http.ts"
 import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
@@ -28,6 +31,8 @@ import { CredentialsHttp } from "./credentials/Http.ts"
 import { CredentialsLive } from "./credentials/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
+import { ScimHttp, ScimTokensHttp } from "./directory/Http.ts"
+import { DirectoryLive } from "./directory/Service.ts"
 import { DomainsHttp } from "./domains/Http.ts"
 import { DomainsLive } from "./domains/Service.ts"
 import { GrantsHttp } from "./grants/Http.ts"
@@ -37,15 +42,21 @@ import { OfflineSyncLive } from "./offline-sync/Service.ts"
 import { PasskeysHttp } from "./passkeys/Http.ts"
 import { PasskeysLive } from "./passkeys/Service.ts"
 import { ApiKeysLive, AuthenticationLive } from "./platform/Auth.ts"
+import { PermissionsPageHttp, PrincipalHttp, PrincipalSessionsHttp } from "./principals/Http.ts"
+import { PrincipalsLive } from "./principals/Service.ts"
+import { ChallengeCleanupLive } from "./passkeys/Cleanup.ts"
 import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
+import { DependenciesLive, DependencyMonitorLive } from "./platform/Dependencies.ts"
 import { EventsLive } from "./platform/Events.ts"
 import { makeBodyReader, PreReadBody } from "./platform/Body.ts"
 import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
+import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
+import { tracingLayer } from "./platform/Tracing.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
@@ -65,18 +76,6 @@ export interface AppOptions {
   readonly rateLimit?: boolean
 }
 
-const loggerLayer = (level: AppConfig["logLevel"]) =>
-  Layer.mergeAll(
-    Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(Logger.jsonLogger)),
-    Logger.minimumLogLevel(
-      level === "debug" ? LogLevel.Debug
-      : level === "warn" ? LogLevel.Warning
-      : level === "error" ? LogLevel.Error
-      : level === "none" ? LogLevel.None
-      : LogLevel.Info
-    )
-  )
-
 /** The database, migrated first unless MIGRATE_ON_START=false. */
 const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
   Effect.gen(function*() {
@@ -86,9 +85,10 @@ const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
 
 export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
-  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive).pipe(Layer.provideMerge(ConfigLive))
+  const LogLive = Layer.succeed(Log, makeLog(config.logLevel))
+  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(Layer.provideMerge(ConfigLive))
   const Platform = AuditedEventsLive.pipe(
-    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive)),
+    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive, DependenciesLive)),
     Layer.provideMerge(Base)
   )
   const Capabilities = Layer.mergeAll(
@@ -105,7 +105,10 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsLive,
     PasskeysLive,
     WebhooksLive,
-    CredentialsLive
+    DirectoryLive,
+    ComplianceLive,
+    CredentialsLive,
+    PrincipalsLive.pipe(Layer.provide(GrantsLive))
   ).pipe(Layer.provideMerge(BillingLive), Layer.provideMerge(Platform))
   const Handlers = Layer.mergeAll(
     SystemHttp,
@@ -122,7 +125,13 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsHttp,
     PasskeysHttp,
     WebhooksHttp,
+    ScimTokensHttp,
+    ScimHttp,
+    ComplianceHttp,
     CredentialsHttp,
+    PrincipalSessionsHttp,
+    PrincipalHttp,
+    PermissionsPageHttp,
     BillingHttp,
     BillingProviderHttp
   ).pipe(Layer.provide(AuthenticationLive))
@@ -132,13 +141,15 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, BreachDeadlineWorker, BillingCloseWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive, BillingCloseWorker)
+  // the dependency monitor runs wherever the service serves (tests that start no fibers start none)
+  const Monitor = options.workers === false ? Layer.empty : DependencyMonitorLive
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
-  return Layer.mergeAll(Docs, Workers, HttpServer.layerContext).pipe(
+  return Layer.mergeAll(Docs, Workers, Monitor, HttpServer.layerContext).pipe(
     Layer.provideMerge(Capabilities),
-    Layer.provide(loggerLayer(config.logLevel)),
-    // No trace exporter is configured, so spans (one per request and per SQL statement) are pure cost.
-    Layer.provide(Layer.setTracerEnabled(false)),
+    Layer.provide(effectLoggerLayer(config.logLevel)),
+    // Spans (one per request and per SQL statement) go to OTEL_EXPORTER_OTLP_ENDPOINT; unset, tracing is off (pure cost).
+    Layer.provide(tracingLayer(config.otlpEndpoint)),
     Layer.provide(options.extra ?? Layer.empty)
   )
 }

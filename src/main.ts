@@ -1,32 +1,56 @@
 #!/usr/bin/env bun
 /**
  * agent-auth: the service's command line and the entry of the single binary.
- *   serve | migrate | dev | developers set-plan <id> <plan> | keys generate | vault rekey | --version | --help
+ *   serve | migrate | dev | developers list|show|create|set-plan | keys generate | vault rekey | --version | --help
+ * Every command answers `--help` with its usage instead of running.
  */
 import { Effect, Layer } from "effect"
 import pkg from "../package.json" with { type: "json" }
-import { ConfigError, loadConfig, type AppConfig } from "./Config.ts"
+import { ConfigError, loadConfig, type AppConfig, VARIABLES } from "./Config.ts"
 import { Config } from "./Config.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { generateRsaPrivateKeyPem } from "./platform/Keys.ts"
+import { makeLog } from "./platform/Log.ts"
 import { runMigrations } from "./platform/Migrate.ts"
 import { startServer } from "./Server.ts"
 import { operatorCommands } from "./operator.ts"
 
+/** every command: its usage and what it does (the source of --help and of each command's --help) */
+const COMMANDS: ReadonlyArray<{ readonly name: string; readonly usage: string; readonly does: string; readonly env?: "all" | "database" }> = [
+  { name: "serve", usage: "serve", does: "start the service (applies pending migrations unless MIGRATE_ON_START=false)", env: "all" },
+  { name: "migrate", usage: "migrate", does: "apply pending migrations and exit (needs only DATABASE_URL)", env: "database" },
+  { name: "dev", usage: "dev", does: "embedded mode: PGlite under ./.data, in-memory counters, generated keys", env: "all" },
+  { name: "developers list", usage: "developers list [--limit N]", does: "the newest developers (100 by default, at most 1000)", env: "database" },
+  { name: "developers show", usage: "developers show <developerId|email>", does: "one developer: plan, mode, settings, agent count", env: "database" },
+  { name: "developers create", usage: "developers create --name <name> --email <email> [--plan free|pro|enterprise] [--mode live|sandbox]", does: "create a developer and print its API key, once (for SIGNUP_ENABLED=false)", env: "database" },
+  { name: "developers set-plan", usage: "developers set-plan <developerId> <plan>", does: "change a developer's plan (any plan in the plans table; also `billing set-plan`)", env: "database" },
+  { name: "billing set-plan", usage: "billing set-plan <developerId> <plan>", does: "the same as developers set-plan", env: "database" },
+  { name: "billing close-period", usage: "billing close-period [--period YYYY-MM]", does: "invoice a month that has ended (default: last month); idempotent", env: "database" },
+  { name: "billing mark-paid", usage: "billing mark-paid <invoiceId>", does: "mark an open invoice paid", env: "database" },
+  { name: "keys generate", usage: "keys generate", does: "print a new RSA private key (PEM) for RSA_PRIVATE_KEY" },
+  { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials and webhook secrets under the active key", env: "database" }
+]
+
+const environmentHelp = (only?: ReadonlyArray<string>) => {
+  const vars = VARIABLES.filter((v) => only === undefined || only.includes(v.name))
+  const width = Math.max(...vars.map((v) => v.name.length))
+  return vars.map((v) => `  ${v.name.padEnd(width)}  ${v.default}${v.meaning ? `: ${v.meaning}` : ""}`).join("\n")
+}
+
 const HELP = `agent-auth ${pkg.version}: authorization service for software agents
 
 Usage:
-  agent-auth serve                      start the service (applies pending migrations unless MIGRATE_ON_START=false)
-  agent-auth migrate                    apply pending migrations and exit
-  agent-auth dev                        embedded mode: PGlite under ./.data, in-memory counters, generated keys
-  agent-auth developers set-plan <developerId> <plan>   (also: billing set-plan)
-  agent-auth billing close-period [--period YYYY-MM]   invoice a month that has ended (default: last month)
-  agent-auth billing mark-paid <invoiceId>
-  agent-auth keys generate              print a new RSA private key (PEM) for RSA_PRIVATE_KEY
-  agent-auth vault rekey                re-encrypt vault credentials and webhook secrets under the active key
+${COMMANDS.map((c) => `  agent-auth ${c.usage}\n      ${c.does}`).join("\n")}
   agent-auth --version | --help
+  agent-auth <command> --help           that command's usage and the variables it reads
 
-Configuration is read from the environment; see README.md.`
+Environment (default, then meaning; see README.md):
+${environmentHelp()}`
+
+const commandHelp = (c: (typeof COMMANDS)[number]) =>
+  `Usage: agent-auth ${c.usage}\n\n${c.does}\n` +
+  (c.env === "all" ? `\nEnvironment (default, then meaning):\n${environmentHelp()}\n` : "") +
+  (c.env === "database" ? `\nEnvironment:\n${environmentHelp(["DATABASE_URL", "LOG_LEVEL"])}\n` : "")
 
 const fail = (message: string): never => {
   process.stderr.write(`agent-auth: ${message}\n`)
@@ -57,12 +81,13 @@ const serve = async (cfg: AppConfig) => {
   } catch (e) {
     return fail(`could not start: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
   }
-  process.stdout.write(JSON.stringify({ level: "INFO", message: "listening", url: `http://${cfg.host}:${server.port}` }) + "\n")
+  const log = makeLog(cfg.logLevel)
+  log.write("info", "listening", { url: `http://${cfg.host}:${server.port}`, version: pkg.version })
   let closing = false
   const shutdown = async (signal: string) => {
     if (closing) return
     closing = true
-    process.stdout.write(JSON.stringify({ level: "INFO", message: "shutting down", signal }) + "\n")
+    log.write("info", "shutting down", { signal })
     await server.stop()
     process.exit(0)
   }
@@ -77,6 +102,15 @@ const withDatabase = <A>(cfg: AppConfig, effect: Effect.Effect<A, unknown, any>)
 
 const main = async (argv: ReadonlyArray<string>) => {
   const [command, ...rest] = argv
+  // `<command> --help` (anywhere after the command) prints that command's help instead of running it
+  if (command !== undefined && !command.startsWith("-") && command !== "help" && rest.some((a) => a === "--help" || a === "-h")) {
+    const known = COMMANDS.find((c) => c.name === `${command} ${rest[0] ?? ""}`) ?? COMMANDS.find((c) => c.name === command)
+    const group = COMMANDS.filter((c) => c.name.startsWith(`${command} `))
+    if (known !== undefined) process.stdout.write(commandHelp(known))
+    else if (group.length > 0) process.stdout.write(group.map((c) => `  agent-auth ${c.usage}\n      ${c.does}`).join("\n") + "\n")
+    else return fail(`unknown command "${command}"; see agent-auth --help`)
+    return
+  }
   switch (command) {
     case undefined:
     case "--help":

@@ -9,7 +9,7 @@ import { currentBench, printedRows } from "./support.ts"
 const dir = import.meta.dir
 const only = process.argv.slice(2)
 const files = readdirSync(dir)
-  .filter((f) => f.endsWith(".ts") && !["run.ts", "support.ts"].includes(f))
+  .filter((f) => f.endsWith(".ts") && !["run.ts", "support.ts", "floors.ts"].includes(f))
   .filter((f) => only.length === 0 || only.some((o) => f.startsWith(o)))
   .sort()
 const all: Record<string, unknown> = {

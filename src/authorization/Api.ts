@@ -10,8 +10,8 @@ import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
-  InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PublicRouteErrors,
-  RequestNotPending, QuotaExceeded
+  InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PrincipalInactive,
+  PublicRouteErrors, QuotaExceeded, RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -57,6 +57,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(BodyErrors)
       .addError(AgentNotFound)
       .addError(AgentSuspended)
+      .addError(PrincipalInactive)
       .addError(InvalidScopes)
       .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
@@ -113,6 +114,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(Gone)
       .addError(AgentSuspended)
       .addError(FidoRequired)
+      .addError(PrincipalInactive)
   )
   .add(
     HttpApiEndpoint.post("deny", "/v1/consent/:id/deny")
@@ -143,6 +145,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(Gone)
       .addError(AgentSuspended)
       .addError(FidoRequired)
+      .addError(PrincipalInactive)
   )
   .add(
     HttpApiEndpoint.get("consentPage", "/consent")

@@ -118,7 +118,7 @@ export const PASSKEY_SCRIPT = `(() => {
   const b64uToBuf = (s) => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(s.length / 4) * 4, "=")), (c) => c.charCodeAt(0)).buffer;
   const bufToB64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
   const post = (path, body) => fetch(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
-    .then(async (r) => { const j = await r.json(); if (!r.ok) throw new Error(j.message || "failed"); return j; });
+    .then(async (r) => { const j = await r.json(); if (!r.ok) throw Object.assign(new Error(j.message || "failed"), { code: j.code }); return j; });
   button.addEventListener("click", async () => {
     button.disabled = true;
     status.textContent = "Waiting for your passkey...";
@@ -140,7 +140,13 @@ export const PASSKEY_SCRIPT = `(() => {
         clientExtensionResults: {},
         authenticatorAttachment: cred.authenticatorAttachment || undefined
       };
-      const result = await post(base + "verify", { challengeId, response });
+      // a passkey the service no longer knows (deleted): tell the password manager (WebAuthn Signal API, decisions §17)
+      const result = await post(base + "verify", { challengeId, response }).catch((e) => {
+        if (e.code === "UNKNOWN_CREDENTIAL" && PublicKeyCredential.signalUnknownCredential) {
+          PublicKeyCredential.signalUnknownCredential({ rpId: publicKey.rpId, credentialId: cred.id }).catch(() => {});
+        }
+        throw e;
+      });
       if (result.location) window.location.assign(result.location);
       else status.textContent = "Approved. You can close this page.";
     } catch (e) {

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { Passkeys } from "../passkeys/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { type AgentSuspended, type FidoRequired, Gone, type NotFound } from "../platform/Errors.ts"
+import { type AgentSuspended, type FidoRequired, Gone, type NotFound, type PrincipalInactive } from "../platform/Errors.ts"
 import { consentPage, messagePage, PASSKEY_SCRIPT, type Page } from "./ConsentPage.ts"
 import { Authorization } from "./Service.ts"
 
@@ -39,13 +39,15 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
     const passkeys = yield* Passkeys
 
     /** the page shown when a request cannot be answered any more */
-    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired) =>
+    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired | PrincipalInactive) =>
       e._tag === "NotFound"
         ? html(messagePage("Request not found", "This authorization request does not exist. Check the link you followed."), 404)
         : e._tag === "FidoRequired"
         ? html(messagePage("Passkey required", e.message), 403)
         : e._tag === "AgentSuspended"
         ? html(messagePage("Agent suspended", "The application asking for access is suspended. Nothing was shared."), 403)
+        : e._tag === "PrincipalInactive"
+        ? html(messagePage("Not allowed", "Your account is deactivated in this organisation's directory. Nothing was shared."), 403)
         : html(messagePage("Request no longer available", e.message.includes("expired")
           ? "This authorization request has expired. Go back to the application and start again."
           : "This authorization request has already been answered."), 410)

@@ -7,20 +7,22 @@
  * code or refresh token again revokes the grant: whoever holds a copy loses it too.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
+import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type QuotaExceeded
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PrincipalInactive, type QuotaExceeded
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { describeScope } from "./Scopes.ts"
 
@@ -99,7 +101,7 @@ export interface TokenResponse {
 export interface AuthorizationService {
   readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
     { authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | QuotaExceeded
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | QuotaExceeded
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -107,13 +109,15 @@ export interface AuthorizationService {
     { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
   >
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
-  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired>
+  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
   readonly exchangeCode: (
     developer: Developer,
     input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
   ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest | QuotaExceeded>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
+  /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
+  readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
 }
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
@@ -130,9 +134,11 @@ export const AuthorizationServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
+    const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
     const entitlements = yield* Entitlements
 
@@ -208,6 +214,7 @@ export const AuthorizationServiceLive = Layer.effect(
         if (unregistered.length > 0) {
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
+        yield* principals.requireActive(developer.id, input.principalId)
         // decisions §16: the monthly authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
         yield* entitlements.admit(developer, "authorizations")
         const ms = yield* nowMillis
@@ -279,6 +286,7 @@ export const AuthorizationServiceLive = Layer.effect(
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
         // an agent suspended after the request was made gets no grant from it
         if (!(yield* agentIsActive(request.developerId, request.agentId))) return yield* Effect.fail(agentSuspended())
+        yield* principals.requireActive(request.developerId, request.principalId)
         if (!options.fidoVerified) {
           const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
           if (developer?.fidoRequired) {
@@ -319,6 +327,14 @@ export const AuthorizationServiceLive = Layer.effect(
         return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
       }).pipe(Effect.orDie)
 
+    /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
+    const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
+      metrics?.inc("replays_total", { kind: replay.kind })
+      return Effect.logWarning(replay.kind === "code" ? "authorization code replayed; grant revoked" : "refresh token replayed; grant revoked").pipe(
+        Effect.annotateLogs({ developerId, agentId: replay.agentId, grantId: replay.grantId, grantsRevoked: replay.revoked })
+      )
+    }
+
     const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
       Effect.gen(function*() {
         // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
@@ -339,8 +355,8 @@ export const AuthorizationServiceLive = Layer.effect(
           if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
           if (code.usedAt !== null) {
             // A replayed code means someone else may hold it: the grant issued from it is revoked.
-            yield* grants.revoke(developer.id, code.grantId)
-            return { error: "Authorization code already used; the grant issued from it has been revoked" } as const
+            const revoked = yield* grants.revoke(developer.id, code.grantId)
+            return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
           if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
@@ -366,6 +382,7 @@ export const AuthorizationServiceLive = Layer.effect(
           return { tokens: { ...tokens, ...issued } } as const
         })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })
@@ -381,8 +398,8 @@ export const AuthorizationServiceLive = Layer.effect(
           const token = rows[0]
           if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
           if (token.usedAt !== null) {
-            yield* grants.revoke(developer.id, token.grantId)
-            return { error: "Refresh token already used; the grant has been revoked" } as const
+            const revoked = yield* grants.revoke(developer.id, token.grantId)
+            return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
           if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
@@ -396,12 +413,19 @@ export const AuthorizationServiceLive = Layer.effect(
           return { tokens: yield* issueTokens(grant, ms, bdg) } as const
         })).pipe(Effect.orDie)
         if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
         if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
         return outcome.tokens
       })
 
-    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh }
+    const denyPendingForPrincipal: AuthorizationService["denyPendingForPrincipal"] = (developerId, principalId) =>
+      Effect.flatMap(nowMillis, (ms) =>
+        sql<{ id: string }>`UPDATE auth_requests SET status = 'denied', decided_at = ${new Date(ms)}
+                            WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND status = 'pending'
+                            RETURNING id`).pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
+
+    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh, denyPendingForPrincipal }
   })
 )
 
-export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.merge(AgentsLive, GrantsLive)))
+export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, DirectoryPrincipalsLive)))

@@ -243,6 +243,10 @@ export const BreachesServiceLive = Layer.effect(
               extension === null ? null : JSON.stringify(extension), at]
           )
           const row = (yield* load(developerId, id))!
+          // a status change is announced in this transaction (outbox): ids and statuses, no breach text
+          if (next !== undefined) {
+            yield* events.emit(developerId, "dpdp.breach.updated", { breachId: id, status: row.status, previousStatus: breach.status })
+          }
           yield* audit.append({
             developerId,
             action: "service.dpdp.breach_updated",

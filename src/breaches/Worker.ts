@@ -7,10 +7,11 @@
  * so each stage is alerted once per due time across all instances, and afresh when it moves.
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { Events } from "../platform/Events.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { BOARD_REPORT_HOURS, dueAt } from "./Service.ts"
 
@@ -20,6 +21,7 @@ export const alertDeadlines = Effect.gen(function*() {
   const config = yield* Config
   const events = yield* Events
   const audit = yield* AuditChain
+  const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
   const ms = yield* nowMillis
   const leadMs = config.breaches.alertLeadMinutes * 60_000
   // Only the breaches owed an alert now: due within the lead time and this stage not yet alerted for
@@ -40,17 +42,24 @@ export const alertDeadlines = Effect.gen(function*() {
     const due = dueAt(breach)
     const stage = ms > due.getTime() ? "overdue" as const : ms >= due.getTime() - leadMs ? "approaching" as const : undefined
     if (stage === undefined) continue
-    yield* sql.withTransaction(Effect.gen(function*() {
+    const sent = yield* sql.withTransaction(Effect.gen(function*() {
       // the claim: only the instance whose insert lands sends the alert
       const claimed = yield* sql`
         INSERT INTO breach_deadline_alerts (breach_id, stage, due_at, created_at)
         VALUES (${breach.id}, ${stage}, ${due}, ${new Date(ms)}) ON CONFLICT DO NOTHING RETURNING breach_id`
-      if (claimed.length === 0) return
+      if (claimed.length === 0) return false
       const data = { breachId: breach.id, stage, overdue: stage === "overdue", boardDetailedReportDueAt: due.toISOString() }
       yield* events.emit(breach.developerId, "dpdp.breach.board_report_due", data)
       yield* audit.append({ developerId: breach.developerId, action: "service.dpdp.breach_deadline_alerted", metadata: data })
-      emitted.push({ breachId: breach.id, stage })
+      return true
     })).pipe(Effect.orDie)
+    if (!sent) continue
+    emitted.push({ breachId: breach.id, stage })
+    // committed: an operator sees it in the log and on /metrics
+    metrics?.inc("breach_alerts_sent_total", { stage })
+    yield* Effect.logInfo("breach deadline alert sent").pipe(
+      Effect.annotateLogs({ breachId: breach.id, developerId: breach.developerId, stage, dueAt: due.toISOString() })
+    )
   }
   return emitted
 })

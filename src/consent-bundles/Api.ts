@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked,
-  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl
+  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PrincipalInactive
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -52,6 +52,7 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
       .addError(BodyErrors)
       .addError(AgentNotFound)
       .addError(AgentSuspended)
+      .addError(PrincipalInactive)
       .addError(ConsentRequired)
       .addError(InvalidScopes)
       .addError(InvalidTtl)

@@ -10,10 +10,11 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
+import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { Grants, GrantsLive } from "../grants/Service.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
-  InvalidScopes, InvalidTtl
+  InvalidScopes, InvalidTtl, type PrincipalInactive
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -114,7 +115,7 @@ const newAuditKeyPair = () => {
 export interface ConsentBundlesService {
   readonly create: (developerId: string, input: CreateInput) => Effect.Effect<
     BundleResponse,
-    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired
+    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive
   >
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
@@ -137,6 +138,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const grants = yield* Grants
+    const principals = yield* DirectoryPrincipals
     const keys = yield* Keys
     const events = yield* Events
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
@@ -177,6 +179,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
           if (unregistered.length > 0) {
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
           }
+          yield* principals.requireActive(developerId, input.userId)
           const requirement = yield* approvalRequirement(sql, developerId)
           if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
             const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
@@ -332,4 +335,4 @@ export const ConsentBundlesServiceLive = Layer.effect(
   })
 )
 
-export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(GrantsLive))
+export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(Layer.merge(GrantsLive, DirectoryPrincipalsLive)))

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, PublicRouteErrors } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, PublicRouteErrors, SignupDisabled } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
 export const Plan = Schema.Literal("free", "pro", "enterprise")
@@ -29,6 +29,7 @@ export class DevelopersApi extends HttpApiGroup.make("developers")
       .addError(BadRequest)
       .addError(BodyErrors)
       .addError(Conflict)
+      .addError(SignupDisabled)
       .addError(PublicRouteErrors)
       .annotate(RatePolicy, { hourlyPerAddress: (figures) => figures.signupPerHour })
   )

@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Agents } from "../agents/Service.ts"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
@@ -8,6 +8,7 @@ import { Credentials } from "../credentials/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { AgentNotFound, AgentSuspended, BadRequest, DelegationDepthExceeded, InvalidScopes, InvalidToken, NotFound, ScopeEscalation } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { Grants, type GrantRecord, grantView, MAX_GRANT_TTL_SECONDS } from "./Service.ts"
@@ -20,6 +21,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
     const grants = yield* Grants
     const agents = yield* Agents
     const keys = yield* Keys
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const credentials = yield* Credentials
@@ -135,8 +137,9 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           const developer = yield* CurrentDeveloper
           const ms = yield* nowMillis
           const claims = yield* keys.verify(payload.token, Math.floor(ms / 1000)).pipe(Effect.option)
-          if (claims._tag === "None" || claims.value.dev !== developer.id) return { valid: false as const }
-          if ((yield* grants.tokenStatus(claims.value)) !== "active") return { valid: false as const }
+          const valid = claims._tag === "Some" && claims.value.dev === developer.id && (yield* grants.tokenStatus(claims.value)) === "active"
+          metrics?.inc("tokens_verified_total", { result: valid ? "valid" : "invalid" })
+          if (!valid || Option.isNone(claims)) return { valid: false as const }
           return {
             valid: true as const,
             grantId: claims.value.grnt,

@@ -4,11 +4,12 @@
  * vault) create, find, revoke and check grants only through this service.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { Config } from "../Config.ts"
 import { Credentials, CredentialsLive } from "../credentials/Service.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { makeCoalescer } from "../vault/Coalesce.ts"
@@ -89,6 +90,11 @@ export interface GrantsService {
    * bundles when it is suspended or deleted. Grants that are not the developer's are skipped.
    */
   readonly revokeMany: (developerId: string, grantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>>
+  /**
+   * Revokes every active grant of a principal (SCIM deprovisioning, decisions §11) as `revokeMany`,
+   * in the caller's transaction. Returns the ids that were active and are now revoked.
+   */
+  readonly revokePrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
   /** online check of verified token claims: grant active and unexpired, token not revoked */
   readonly tokenStatus: (claims: GrantTokenClaims) => Effect.Effect<TokenStatus>
   /** revokes one token by jti (the developer's own); false when unknown */
@@ -141,6 +147,7 @@ export const GrantsServiceLive = Layer.effect(
     const events = yield* Events
     const config = yield* Config
     const credentials = yield* Credentials
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
 
     const create = (input: CreateGrantInput) =>
@@ -168,7 +175,7 @@ export const GrantsServiceLive = Layer.effect(
           })
         }
         return grant
-      })).pipe(Effect.orDie)
+      })).pipe(Effect.orDie, Effect.tap(() => metrics?.inc("grants_issued_total")))
 
     const issueToken: GrantsService["issueToken"] = (grant, extra = {}) =>
       Effect.gen(function*() {
@@ -227,7 +234,7 @@ export const GrantsServiceLive = Layer.effect(
         // child while holding its parent's lock, so once every grant read is locked no child can be
         // added under them; the tree is read again until no new one appears.
         let tree = yield* readTree(developerId, grantIds)
-        if (tree.length === 0) return undefined
+        if (tree.length === 0) return { ids: undefined, newly: 0 }
         for (let locked = 0; tree.length > locked;) {
           const ids = tree.map((g) => g.id)
           // A consent bundle's row is locked before its grant's, the order bundle revoke takes them in.
@@ -258,8 +265,15 @@ export const GrantsServiceLive = Layer.effect(
             yield* events.emit(developerId, "consent_bundle.revoked", { bundleId: bundle.id, grantId: bundle.grantId, revokedAt: at.toISOString() })
           }
         }
-        return ids
-      })).pipe(Effect.orDie)
+        return { ids, newly: newlyRevoked.size }
+      })).pipe(
+        Effect.orDie,
+        // counted once the revoking transaction (or savepoint) committed
+        Effect.map(({ ids, newly }) => {
+          if (newly > 0) metrics?.inc("grants_revoked_total", undefined, newly)
+          return ids
+        })
+      )
 
     const revoke = (developerId: string, grantId: string) => revokeTrees(developerId, [grantId])
 
@@ -309,7 +323,16 @@ export const GrantsServiceLive = Layer.effect(
         return rows.length > 0
       }).pipe(Effect.orDie)
 
-    return { agentDid, create, issueToken, find, revoke, revokeMany, tokenStatus, revokeToken }
+    const revokePrincipal = (developerId: string, principalId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ id: string }>`SELECT id FROM grants WHERE developer_id = ${developerId} AND principal_id = ${principalId}
+                                                AND status = 'active' ORDER BY id`.pipe(Effect.orDie)
+        const active = new Set(rows.map((r) => r.id))
+        // revokeMany answers whole trees; only grants active before count as revoked here
+        return [...new Set(yield* revokeMany(developerId, [...active]))].filter((id) => active.has(id))
+      })
+
+    return { agentDid, create, issueToken, find, revoke, revokeMany, revokePrincipal, tokenStatus, revokeToken }
   })
 )
 

@@ -12,7 +12,8 @@
  * Entries are stored for expired and revoked bundles too: what happened offline is never lost.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
+import { Metrics } from "../platform/Metrics.ts"
 import { createHash } from "node:crypto"
 import { canonicalInput, canonicalInputWithMetadata, delimiterFault, MAX_METADATA_BYTES, RESULTS, utf8Length } from "../offline/canonical.ts"
 import { BundleNotFound, InvalidRequest, PayloadTooLarge } from "../platform/Errors.ts"
@@ -145,6 +146,7 @@ const judge = (
 export const OfflineSyncServiceLive = Layer.effect(
   OfflineSync,
   Effect.gen(function*() {
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const sql = yield* SqlClient.SqlClient
     const verifier = yield* Verifier
 
@@ -273,7 +275,17 @@ export const OfflineSyncServiceLive = Layer.effect(
             revokedAt: revokedAt?.toISOString() ?? null,
             errors
           }
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.orDie, Effect.tap(countEntries))
+      })
+
+    /** after commit: accepted entries, and rejected ones by their code (a fixed set) */
+    const countEntries = (result: { accepted: number; errors: ReadonlyArray<{ code: string }> }) =>
+      Effect.sync(() => {
+        if (metrics === undefined) return
+        if (result.accepted > 0) metrics.inc("offline_entries_total", { result: "accepted" }, result.accepted)
+        const byCode = new Map<string, number>()
+        for (const e of result.errors) byCode.set(e.code, (byCode.get(e.code) ?? 0) + 1)
+        for (const [code, n] of byCode) metrics.inc("offline_entries_total", { result: "rejected", code }, n)
       })
 
     return { sync }

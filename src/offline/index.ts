@@ -8,7 +8,7 @@
  */
 import { ed25519 } from "@noble/curves/ed25519.js"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes, utf8ToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex, hexToBytes as nobleHexToBytes, utf8ToBytes } from "@noble/hashes/utils.js"
 import { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES, utf8Length } from "./canonical.ts"
 
 export { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES } from "./canonical.ts"
@@ -362,4 +362,5 @@ export const publicKeyMatches = (bundle: ConsentBundle): boolean =>
   bytesToHex(ed25519.getPublicKey(ed25519SeedFromPkcs8(bundle.offlineAuditKey.privateKey))) ===
     bytesToHex(ed25519PublicFromSpki(bundle.offlineAuditKey.publicKey))
 
-export { hexToBytes }
+/** hex to bytes (the kit's own export, so its type declarations need no other package) */
+export const hexToBytes = (hex: string): Uint8Array => nobleHexToBytes(hex)

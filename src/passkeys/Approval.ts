@@ -6,7 +6,7 @@
  */
 import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Context, Effect, Layer } from "effect"
-import type { AgentSuspended, FidoRequired, Gone, NotFound } from "../platform/Errors.ts"
+import type { AgentSuspended, FidoRequired, Gone, NotFound, PrincipalInactive } from "../platform/Errors.ts"
 
 export interface PendingRequest {
   readonly id: string
@@ -25,7 +25,7 @@ export interface ApprovalResult {
 }
 
 /** what approving can fail with (a request decided meanwhile, an agent suspended meanwhile) */
-export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired
+export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive
 
 export interface ApprovalService {
   readonly getPendingRequest: (authRequestId: string) => Effect.Effect<PendingRequest | undefined, unknown>

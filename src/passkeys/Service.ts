@@ -11,68 +11,35 @@
  *   with a compare-and-set, so two assertions carrying the same counter cannot both succeed).
  * - A verified assertion approves the request through the authorization service (fidoVerified),
  *   which creates the grant and its authorization code.
+ * - Management (decisions §17): random user handles, discoverable credentials, provider names,
+ *   backup flags, rename, soft delete, at most 20 per principal, the Signal API data and the
+ *   attestation policy (./Credentials.ts, ./Attestation.ts). A counter that goes backwards is a
+ *   cloned authenticator: 403 and an entry on the audit chain.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse
-} from "@simplewebauthn/server"
+import { SqlClient } from "@effect/sql"
+import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyAuthenticationResponse } from "@simplewebauthn/server"
 import { Context, Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
 import { Config } from "../Config.ts"
-import { Conflict, CredentialNotAllowed, InvalidChallenge, NoCredentials, NotFound, PasskeyVerificationFailed, RequestNotPending } from "../platform/Errors.ts"
-import { newId } from "../platform/Ids.ts"
+import { AuditChain } from "../platform/AuditChain.ts"
+import {
+  type AttestationAnchorsRequired, type AuthenticatorNotAllowed, type BadRequest, type Conflict, CredentialNotAllowed, type InvalidChallenge,
+  NoCredentials, NotFound, PasskeyCounterRegressed, type PasskeyVerificationFailed, RequestNotPending, type TooManyCredentials,
+  UnknownCredential
+} from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { type AttestationPolicy, configureTrustAnchors, makePolicyStore } from "./Attestation.ts"
 import { Approval, ApprovalLive, type ApprovalError, type PendingRequest } from "./Approval.ts"
+import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges, verificationFailed } from "./Challenges.ts"
+import { authenticatorType, type CredentialView, credentialView, makeCredentialStore } from "./Credentials.ts"
+import { makeRegistration } from "./Registration.ts"
 
-export const CHALLENGE_TTL_MS = 5 * 60 * 1000
+export { credentialView } from "./Credentials.ts"
 
-interface CredentialRow {
-  readonly id: string
-  readonly developerId: string
-  readonly principalId: string
-  readonly credentialId: string
-  readonly publicKey: string
-  readonly counter: string
-  readonly transports: ReadonlyArray<string>
-  readonly deviceType: string
-  readonly backedUp: boolean
-  readonly authenticatorAttachment: string | null
-  readonly deviceName: string | null
-  readonly createdAt: Date
-  readonly lastUsedAt: Date | null
-}
-
-interface ChallengeRow {
-  readonly id: string
-  readonly developerId: string
-  readonly kind: "registration" | "authentication"
-  readonly challenge: string
-  readonly principalId: string
-  readonly authRequestId: string | null
-}
-
-const authenticatorType = (attachment: string | null | undefined, deviceType: string) => attachment ?? deviceType
-
-export const credentialView = (c: CredentialRow) => ({
-  id: c.id,
-  credentialId: c.credentialId,
-  principalId: c.principalId,
-  deviceName: c.deviceName,
-  authenticatorType: authenticatorType(c.authenticatorAttachment, c.deviceType),
-  deviceType: c.deviceType,
-  backedUp: c.backedUp,
-  transports: [...c.transports],
-  createdAt: c.createdAt.toISOString(),
-  lastUsedAt: c.lastUsedAt?.toISOString() ?? null
-})
-
-type CredentialView = ReturnType<typeof credentialView>
 type Options = { challengeId: string; publicKey: Record<string, unknown> }
+
+export { CHALLENGE_TTL_MS } from "./Challenges.ts"
 
 export interface AssertionOutcome {
   readonly verified: true
@@ -89,13 +56,29 @@ export interface AssertionOutcome {
 }
 
 export interface PasskeysService {
-  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options>
+  readonly registrationOptions: (developerId: string, principalId: string) => Effect.Effect<Options, TooManyCredentials>
   readonly verifyRegistration: (
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown; readonly deviceName?: string | undefined }
-  ) => Effect.Effect<CredentialView, InvalidChallenge | PasskeyVerificationFailed | Conflict>
-  readonly listCredentials: (developerId: string, principalId: string) => Effect.Effect<{ credentials: Array<CredentialView> }>
+  ) => Effect.Effect<CredentialView, InvalidChallenge | PasskeyVerificationFailed | Conflict | TooManyCredentials | AuthenticatorNotAllowed>
+  readonly listCredentials: (
+    developerId: string,
+    principalId: string,
+    page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
+  ) => Effect.Effect<{ credentials: Array<CredentialView>; nextCursor: string | null }>
+  readonly getCredential: (developerId: string, id: string) => Effect.Effect<CredentialView, NotFound>
+  readonly renameCredential: (developerId: string, id: string, deviceName: string) => Effect.Effect<CredentialView, NotFound>
+  /** soft delete (kept 30 days, then purged), with fido.credential.deleted */
   readonly deleteCredential: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** removes every passkey of a principal (SCIM deprovisioning), in the caller's transaction; how many */
+  readonly removeForPrincipal: (developerId: string, principalId: string) => Effect.Effect<number>
+  /** what the WebAuthn Signal API needs; undefined without a user handle unless `create` */
+  readonly signal: (developerId: string, principalId: string, options: { readonly create: boolean }) => Effect.Effect<SignalInfo | undefined>
+  readonly getPolicy: (developerId: string) => Effect.Effect<AttestationPolicy>
+  readonly putPolicy: (
+    developerId: string,
+    input: { readonly attestation?: "none" | "direct" | undefined; readonly allowedAaguids?: ReadonlyArray<string> | null | undefined; readonly requireBackupEligible?: boolean | undefined }
+  ) => Effect.Effect<AttestationPolicy, BadRequest | AttestationAnchorsRequired>
   /** assertion options for one pending authorization request of the developer */
   readonly assertionOptions: (developerId: string, authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   /** verifies the assertion and approves the request it is bound to */
@@ -113,26 +96,20 @@ export interface PasskeysService {
   ) => Effect.Effect<AssertionOutcome, AssertionError>
 }
 
+export interface SignalInfo {
+  readonly rpId: string
+  readonly userId: string
+  readonly allAcceptedCredentialIds: ReadonlyArray<string>
+  readonly name: string
+  readonly displayName: string
+}
+
 export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
 
-const CREDENTIAL_COLUMNS = `id, developer_id, principal_id, credential_id, public_key, counter::text AS counter, transports,
-  device_type, backed_up, authenticator_attachment, device_name, created_at, last_used_at`
-
-const isUniqueViolation = (e: SqlError.SqlError) => (e.cause as { code?: string } | undefined)?.code === "23505"
-
-/** the errors an assertion may answer with (the approval's own included) */
+/** the errors an assertion may answer with (the approval's own included); anything else is a defect */
 export type AssertionError =
-  | InvalidChallenge | PasskeyVerificationFailed | CredentialNotAllowed | RequestNotPending | ApprovalError
-
-const invalidChallenge = () =>
-  new InvalidChallenge({ message: "The challenge is unknown, expired or already used; request new options" })
-const verificationFailed = (reason: string) => new PasskeyVerificationFailed({ message: `Passkey verification failed: ${reason}` })
-
-/** a stable, opaque WebAuthn user handle per developer and principal (never the raw principal id) */
-const userHandle = (developerId: string, principalId: string) =>
-  new Uint8Array(createHash("sha256").update(`${developerId}\u0000${principalId}`).digest())
-
-const toBase64Url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
+  | InvalidChallenge | PasskeyVerificationFailed | PasskeyCounterRegressed | CredentialNotAllowed | UnknownCredential
+  | RequestNotPending | ApprovalError
 
 export const PasskeysServiceLive = Layer.effect(
   Passkeys,
@@ -140,112 +117,53 @@ export const PasskeysServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const approval = yield* Approval
-    const { rpId, origin, rpName } = config.webauthn
+    const events = yield* Events
+    const chain = yield* AuditChain
+    const { rpId, origin } = config.webauthn
+    const store = makeCredentialStore(sql)
+    const policies = makePolicyStore(sql, config.webauthnTrust)
+    yield* configureTrustAnchors(config.webauthnTrust)
+    const credentialsOf = store.activeOf
+    const notFound = () => new NotFound({ message: "Passkey not found" })
 
-    const credentialsOf = (developerId: string, principalId: string) =>
-      sql.unsafe<CredentialRow>(
-        `SELECT ${CREDENTIAL_COLUMNS} FROM webauthn_credentials WHERE developer_id = $1 AND principal_id = $2
-         ORDER BY created_at DESC, id DESC`,
-        [developerId, principalId]
-      ).pipe(Effect.orDie)
+    const { storeChallenge, consumeChallenge } = makeChallenges(sql)
+    const { registrationOptions, verifyRegistration } = makeRegistration({ sql, config, events, store, policies, storeChallenge, consumeChallenge })
 
-    const storeChallenge = (row: Omit<ChallengeRow, "id"> & { readonly userId?: string }) =>
+    const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId, page) => store.page(developerId, principalId, page)
+
+    const getCredential: PasskeysService["getCredential"] = (developerId, id) =>
+      Effect.flatMap(store.get(developerId, id), (row) => row === undefined ? Effect.fail(notFound()) : Effect.succeed(credentialView(row)))
+
+    const renameCredential: PasskeysService["renameCredential"] = (developerId, id, deviceName) =>
+      Effect.flatMap(store.rename(developerId, id, deviceName), (row) => row === undefined ? Effect.fail(notFound()) : Effect.succeed(credentialView(row)))
+
+    const signal: PasskeysService["signal"] = (developerId, principalId, options) =>
       Effect.gen(function*() {
-        const ms = yield* nowMillis
-        const id = newId("wac", ms)
-        yield* sql`INSERT INTO webauthn_challenges (id, developer_id, kind, challenge, principal_id, auth_request_id, user_id, expires_at, created_at)
-                   VALUES (${id}, ${row.developerId}, ${row.kind}, ${row.challenge}, ${row.principalId}, ${row.authRequestId},
-                           ${row.userId ?? null}, ${new Date(ms + CHALLENGE_TTL_MS)}, ${new Date(ms)})`
-        // expired challenges are of no use: drop a few at a time so the table stays small
-        yield* sql`DELETE FROM webauthn_challenges WHERE id IN (
-                     SELECT id FROM webauthn_challenges WHERE expires_at < ${new Date(ms - CHALLENGE_TTL_MS)} LIMIT 100)`
-        return id
-      }).pipe(Effect.orDie)
-
-    /** marks the challenge used (atomically) and returns it; undefined when it cannot be used */
-    const consumeChallenge = (developerId: string, challengeId: string, kind: ChallengeRow["kind"]) =>
-      Effect.gen(function*() {
-        const at = new Date(yield* nowMillis)
-        const rows = yield* sql<ChallengeRow>`
-          UPDATE webauthn_challenges SET used_at = ${at}
-          WHERE id = ${challengeId} AND developer_id = ${developerId} AND kind = ${kind}
-            AND used_at IS NULL AND expires_at > ${at}
-          RETURNING id, developer_id, kind, challenge, principal_id, auth_request_id`
-        return rows[0]
-      }).pipe(Effect.orDie)
-
-    const registrationOptions: PasskeysService["registrationOptions"] = (developerId, principalId) =>
-      Effect.gen(function*() {
-        const existing = yield* credentialsOf(developerId, principalId)
-        const publicKey = yield* Effect.promise(() =>
-          generateRegistrationOptions({
-            rpName,
-            rpID: rpId,
-            userName: principalId,
-            userID: userHandle(developerId, principalId),
-            userDisplayName: principalId,
-            timeout: CHALLENGE_TTL_MS,
-            attestationType: "none",
-            excludeCredentials: existing.map((c) => ({ id: c.credentialId, transports: [...c.transports] })),
-            authenticatorSelection: { residentKey: "preferred", userVerification: "required" }
-          })
-        )
-        const challengeId = yield* storeChallenge({
-          developerId,
-          kind: "registration",
-          challenge: publicKey.challenge,
-          principalId,
-          authRequestId: null,
-          userId: publicKey.user.id
-        })
-        return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
+        const userId = yield* store.userHandle(developerId, principalId, { create: options.create, at: new Date(yield* nowMillis) })
+        if (userId === undefined) return undefined
+        const active = yield* credentialsOf(developerId, principalId)
+        return { rpId, userId, allAcceptedCredentialIds: active.map((c) => c.credentialId), name: principalId, displayName: principalId }
       })
 
-    const verifyRegistration: PasskeysService["verifyRegistration"] = (developerId, input) =>
-      Effect.gen(function*() {
-        const challenge = yield* consumeChallenge(developerId, input.challengeId, "registration")
-        if (challenge === undefined) return yield* Effect.fail(invalidChallenge())
-        const response = input.response as RegistrationResponseJSON
-        const result = yield* Effect.tryPromise({
-          try: () =>
-            verifyRegistrationResponse({
-              response: { ...response, clientExtensionResults: response.clientExtensionResults ?? {} },
-              expectedChallenge: challenge.challenge,
-              expectedOrigin: origin,
-              expectedRPID: rpId,
-              requireUserVerification: true
-            }),
-          catch: (e) => verificationFailed(e instanceof Error ? e.message : "invalid response")
-        })
-        if (!result.verified) return yield* Effect.fail(verificationFailed("the attestation did not verify"))
-        const info = result.registrationInfo
-        const ms = yield* nowMillis
-        const rows = yield* sql.unsafe<CredentialRow>(
-          `INSERT INTO webauthn_credentials (id, developer_id, principal_id, credential_id, public_key, counter, transports,
-             device_type, backed_up, authenticator_attachment, aaguid, device_name, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-           RETURNING ${CREDENTIAL_COLUMNS}`,
-          [
-            newId("pkc", ms), developerId, challenge.principalId, info.credential.id, toBase64Url(info.credential.publicKey),
-            info.credential.counter, [...(info.credential.transports ?? response.response.transports ?? [])] as any,
-            info.credentialDeviceType, info.credentialBackedUp, response.authenticatorAttachment ?? null, info.aaguid,
-            input.deviceName ?? null, new Date(ms)
-          ]
-        ).pipe(
-          Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "This passkey is already registered" }))),
-          Effect.catchTag("SqlError", Effect.die)
-        )
-        return credentialView(rows[0]!)
-      })
-
-    const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId) =>
-      Effect.map(credentialsOf(developerId, principalId), (rows) => ({ credentials: rows.map(credentialView) }))
+    const getPolicy: PasskeysService["getPolicy"] = (developerId) => policies.get(developerId)
+    const putPolicy: PasskeysService["putPolicy"] = (developerId, input) =>
+      Effect.flatMap(nowMillis, (ms) => policies.put(developerId, input, new Date(ms)))
 
     const deleteCredential: PasskeysService["deleteCredential"] = (developerId, id) =>
-      sql`DELETE FROM webauthn_credentials WHERE id = ${id} AND developer_id = ${developerId} RETURNING id`.pipe(
-        Effect.orDie,
-        Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(new NotFound({ message: "Passkey not found" })) : Effect.void)
-      )
+      sql.withTransaction(Effect.gen(function*() {
+        const deleted = yield* store.softDelete(developerId, id, new Date(yield* nowMillis))
+        if (!deleted) return yield* Effect.fail(notFound())
+        yield* events.emit(developerId, "fido.credential.deleted", { id })
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const removeForPrincipal: PasskeysService["removeForPrincipal"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const at = new Date(yield* nowMillis)
+        const rows = yield* sql<{ id: string }>`UPDATE webauthn_credentials SET deleted_at = ${at}
+          WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND deleted_at IS NULL RETURNING id`
+        for (const { id } of rows) yield* events.emit(developerId, "fido.credential.deleted", { id })
+        return rows.length
+      }).pipe(Effect.orDie)
 
     /** the request when it is pending, unexpired and the developer's */
     const pendingRequest = (authRequestId: string, developerId?: string) =>
@@ -281,6 +199,13 @@ export const PasskeysServiceLive = Layer.effect(
         return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
       })
 
+    /** an active credential of any developer carries this id (then it is not "unknown" to the authenticator) */
+    const registeredAnywhere = (credentialId: string) =>
+      sql`SELECT 1 FROM webauthn_credentials WHERE credential_id = ${credentialId} AND deleted_at IS NULL LIMIT 1`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.orDie
+      )
+
     const noPendingRequest = () => new NotFound({ message: "No pending authorization request with this id" })
 
     const assertionOptions: PasskeysService["assertionOptions"] = (developerId, authRequestId) =>
@@ -305,14 +230,14 @@ export const PasskeysServiceLive = Layer.effect(
           return yield* Effect.fail(invalidChallenge())
         }
         const response = input.response as AuthenticationResponseJSON
-        const credentials = yield* sql.unsafe<CredentialRow>(
-          `SELECT ${CREDENTIAL_COLUMNS} FROM webauthn_credentials WHERE developer_id = $1 AND credential_id = $2`,
-          [developerId, response.id]
-        ).pipe(Effect.orDie)
-        const credential = credentials[0]
+        const credential = yield* store.byCredentialId(developerId, response.id)
         const request = yield* pendingRequest(challenge.authRequestId, developerId)
         if (request === undefined) {
           return yield* Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
+        }
+        if (credential === undefined && !(yield* registeredAnywhere(response.id))) {
+          // deleted or never registered: the page may tell the authenticator (signalUnknownCredential)
+          return yield* Effect.fail(new UnknownCredential({ message: "This passkey is not registered (or was deleted)" }))
         }
         if (credential === undefined || credential.principalId !== request.principalId || credential.principalId !== challenge.principalId) {
           return yield* Effect.fail(new CredentialNotAllowed({ message: "This passkey is not registered to the request's principal" }))
@@ -328,7 +253,8 @@ export const PasskeysServiceLive = Layer.effect(
               credential: {
                 id: credential.credentialId,
                 publicKey: new Uint8Array(Buffer.from(credential.publicKey, "base64url")),
-                counter: storedCounter,
+                // the counter is compared below, once the signature is known to be genuine
+                counter: 0,
                 transports: [...credential.transports] as any
               },
               requireUserVerification: true
@@ -339,14 +265,27 @@ export const PasskeysServiceLive = Layer.effect(
         if (!result.verified) return yield* Effect.fail(verificationFailed("the signature does not verify"))
         if (!info.userVerified) return yield* Effect.fail(verificationFailed("user verification is required"))
         const ms = yield* nowMillis
+        if ((info.newCounter > 0 || storedCounter > 0) && info.newCounter <= storedCounter) {
+          // a genuine signature with a counter that did not grow: a cloned authenticator
+          yield* chain.append({
+            developerId,
+            action: "service.passkey.counter_regression",
+            principalId: credential.principalId,
+            metadata: { passkeyId: credential.id, storedCounter, presentedCounter: info.newCounter, authRequestId: challenge.authRequestId }
+          })
+          return yield* Effect.fail(new PasskeyCounterRegressed({ message: "Passkey verification failed: the signature counter went backwards (a cloned authenticator?)" }))
+        }
         const assertedAt = new Date(ms)
         const approved = yield* sql.withTransaction(Effect.gen(function*() {
           // compare-and-set: a concurrent assertion that already advanced the counter wins
           const advanced = yield* sql`
-            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}
-            WHERE id = ${credential.id} AND counter = ${storedCounter} RETURNING id`
+            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}, use_count = use_count + 1,
+              backed_up = ${info.credentialBackedUp}
+            WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          return yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true })
+          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true })
+          yield* events.emit(developerId, "fido.assertion", { id: credential.id, authRequestId: challenge.authRequestId, grantId: approved.grantId })
+          return approved
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return {
           verified: true as const,
@@ -373,7 +312,13 @@ export const PasskeysServiceLive = Layer.effect(
       registrationOptions,
       verifyRegistration,
       listCredentials,
+      getCredential,
+      renameCredential,
       deleteCredential,
+      removeForPrincipal,
+      signal,
+      getPolicy,
+      putPolicy,
       assertionOptions,
       verifyAssertion,
       assertionOptionsForRequest,

@@ -106,13 +106,26 @@ export interface GateState {
   developer?: Developer
   grant?: GrantTokenClaims
   grantToken?: string
+  /** the SCIM token that authenticated a /scim/v2 request (its developer is `developer`) */
+  scimTokenId?: string
   rateHeaders?: Record<string, string>
   /** the gate found no route for the request (metrics label it `unmatched`) */
   unmatched?: boolean
+  /** the matched route's template (`/v1/agents/:agentId`): the access log's and metrics' route label */
+  route?: string
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 
 export const currentRequestId = Effect.map(FiberRef.get(CurrentGate), (g) => g?.requestId ?? "unknown")
+
+/**
+ * Resolves a SCIM bearer token (decisions §11) to its token id and developer. Declared here so the
+ * gate can authenticate /scim/v2 requests; implemented by the directory (src/directory/Tokens.ts).
+ */
+export interface ScimTokenResolverService {
+  readonly resolve: (token: string) => Effect.Effect<{ readonly tokenId: string; readonly developer: Developer } | undefined>
+}
+export class ScimTokenResolver extends Context.Tag("agent-auth/ScimTokenResolver")<ScimTokenResolver, ScimTokenResolverService>() {}
 
 /** Declares `Authorization: Bearer <API_KEY>` on an endpoint or group and provides CurrentDeveloper. */
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {

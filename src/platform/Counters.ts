@@ -41,6 +41,8 @@ export interface CounterStore {
   readonly quotaSeed: (key: string, value: number, ttlMs: number, mode: "nx" | "max" | "set" | "refund") => Effect.Effect<void, CounterStoreUnavailable>
   /** prefix for every key; tests give each app its own */
   readonly prefix: string
+  /** the Redis client itself (benchmark floors make the same call through it) */
+  readonly redis?: Redis
 }
 
 export type QuotaHit =
@@ -182,6 +184,7 @@ const makeRedisStore = (url: string, prefix: string) =>
     Effect.map((client): CounterStore => ({
       kind: "redis",
       prefix,
+      redis: client,
       ping: Effect.tryPromise({
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
@@ -220,12 +223,46 @@ const makeRedisStore = (url: string, prefix: string) =>
     }))
   )
 
+/**
+ * A database index the server does not have is refused at start (ioredis would keep retrying its
+ * SELECT in the background while every request failed). Asked once with a short-lived connection;
+ * a Redis that cannot be reached now is not checked (requests fail closed until it answers).
+ */
+const checkDatabaseIndex = (url: string) =>
+  Effect.tryPromise(async () => {
+    const db = Number(new URL(url).pathname.slice(1) || "0")
+    if (db === 0) return undefined
+    const probe = new Redis(url, { db: 0, lazyConnect: true, enableOfflineQueue: false, connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    probe.on("error", () => {})
+    try {
+      await probe.connect()
+    } catch {
+      probe.disconnect()
+      return undefined
+    }
+    try {
+      await probe.call("SELECT", String(db))
+      return undefined
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e)
+      if (!/out of range|invalid DB index/i.test(message)) return undefined
+      const databases = await probe.call("CONFIG", "GET", "databases").then((r) => (r as Array<string>)[1], () => undefined)
+      return `REDIS_URL: database index ${db} is out of range${databases ? ` (the server has ${databases}: 0-${Number(databases) - 1})` : ""}`
+    } finally {
+      probe.disconnect()
+    }
+  }).pipe(
+    Effect.orElseSucceed(() => undefined),
+    Effect.flatMap((problem) => problem === undefined ? Effect.void : Effect.fail(new Error(problem)))
+  )
+
 export const CountersLive = Layer.scoped(
   Counters,
   Effect.gen(function*() {
     const config = yield* Config
     const prefix = config.redisKeyPrefix
     if (config.redisUrl.startsWith("memory:")) return makeMemoryStore(prefix)
+    yield* checkDatabaseIndex(config.redisUrl)
     return yield* makeRedisStore(config.redisUrl, prefix)
   })
 )

@@ -5,24 +5,56 @@
  *   so the very same PgClient and SQL run against it (one connection: PGlite is single-session).
  */
 import { PgClient } from "@effect/sql-pg"
-import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Redacted, String as Str } from "effect"
+import { SqlClient, SqlError } from "@effect/sql"
+import { Effect, Layer, String as Str } from "effect"
+import type Pg from "pg"
 import { Config } from "../Config.ts"
+import { acquirePool, PgPool } from "./PgPool.ts"
+import { postgresConnectFailure } from "./ConnectErrors.ts"
 
-const clientOptions = {
-  transformResultNames: Str.snakeToCamel,
-  transformJson: false,
-  connectTimeout: "3 seconds",
-  // pg returns int8 and numeric as strings; we convert explicitly where needed.
-} as const
+const CONNECT_TIMEOUT_MS = 3_000
+
+/** column names camel-cased once each: the client transforms every column of every row it reads */
+const camelNames = new Map<string, string>()
+const snakeToCamel = (name: string): string => {
+  let out = camelNames.get(name)
+  if (out === undefined) {
+    out = Str.snakeToCamel(name)
+    if (camelNames.size < 10_000) camelNames.set(name, out)
+  }
+  return out
+}
+
+/**
+ * The SqlClient over our own pool (prepared statements, PgPool.ts); pg returns int8 and numeric as
+ * strings, converted explicitly where needed. Like PgClient.layer, it fails to build unless a
+ * first `SELECT 1` answers within the connect timeout.
+ */
+const clientLayer = (config: Pg.PoolConfig, prepare: boolean) =>
+  Layer.unwrapScoped(
+    Effect.gen(function*() {
+      const pool = yield* acquirePool({ connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: "agent-auth", ...config }, prepare)
+      yield* Effect.tryPromise({
+        try: () => pool.query("SELECT 1"),
+        catch: (cause) => new SqlError.SqlError({ cause, message: "PgClient: Failed to connect" })
+      }).pipe(
+        Effect.timeoutFail({
+          duration: CONNECT_TIMEOUT_MS,
+          onTimeout: () => new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+        })
+      )
+      return Layer.merge(
+        PgClient.layerFromPool({ acquire: Effect.succeed(pool), transformResultNames: snakeToCamel, transformJson: false }),
+        Layer.succeed(PgPool, pool)
+      )
+    })
+  )
+
+/** PG_PREPARE=false sends every statement unnamed (benchmarks compare the two in one run) */
+const preparedStatements = () => process.env.PG_PREPARE !== "false"
 
 const postgresLayer = (url: string, maxConnections: number) =>
-  PgClient.layer({
-    ...clientOptions,
-    url: Redacted.make(withStatementTimeout(url)),
-    maxConnections,
-    idleTimeout: "30 seconds"
-  })
+  clientLayer({ connectionString: withStatementTimeout(url), max: maxConnections, idleTimeoutMillis: 30_000 }, preparedStatements())
 
 /** A statement that runs longer than this is cancelled by PostgreSQL itself, so no request hangs on it. */
 const withStatementTimeout = (url: string) => {
@@ -57,15 +89,7 @@ const pgliteLayer = (location: string) =>
         (s) => Effect.promise(() => s.stop()).pipe(Effect.ignore)
       )
       void server
-      return PgClient.layer({
-        ...clientOptions,
-        host: "127.0.0.1",
-        port,
-        database: "postgres",
-        username: "postgres",
-        maxConnections: 1,
-        idleTimeout: "1 hour"
-      })
+      return clientLayer({ host: "127.0.0.1", port, database: "postgres", user: "postgres", max: 1, idleTimeoutMillis: 3_600_000 }, false)
     })
   )
 
@@ -85,13 +109,14 @@ const freePort = Effect.promise(
 )
 
 /** Picks the driver from DATABASE_URL. */
-export const DatabaseLive: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown, Config> = Layer.unwrapEffect(
-  Effect.map(Config, (config) => {
+export const DatabaseLive: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown, Config> = Layer.unwrapEffect(
+  Effect.map(Config, (config): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown> => {
     if (config.databaseUrl.startsWith("pglite://")) {
       const location = config.databaseUrl.slice("pglite://".length)
       return pgliteLayer(location === "memory" || location === "" ? "memory" : location)
     }
-    return postgresLayer(config.databaseUrl, 10)
+    // a failed first connection says why (refused, unknown host, authentication, no such database)
+    return Layer.catchAll(postgresLayer(config.databaseUrl, 10), (e) => Layer.fail(postgresConnectFailure(config.databaseUrl, e)))
   })
 )
 

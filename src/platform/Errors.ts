@@ -90,6 +90,10 @@ export class DelegationDepthExceeded extends ApiError<DelegationDepthExceeded>()
 export class FidoRequired extends ApiError<FidoRequired>()("FIDO_REQUIRED", 403) {}
 export class CredentialNotAllowed extends ApiError<CredentialNotAllowed>()("CREDENTIAL_NOT_ALLOWED", 403) {}
 export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIRED", 403) {}
+/** The principal is deactivated or deleted in the developer's directory (decisions §11). */
+export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_INACTIVE", 403) {}
+/** SIGNUP_ENABLED=false: developers are created by an operator (`agent-auth developers create`) */
+export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}
@@ -102,9 +106,23 @@ export class BundleExpired extends ApiError<BundleExpired>()("BUNDLE_EXPIRED", 4
 export class BreachClosed extends ApiError<BreachClosed>()("BREACH_CLOSED", 409) {}
 export class InvalidTransition extends ApiError<InvalidTransition>()("INVALID_TRANSITION", 409) {}
 export class GrantNotActive extends ApiError<GrantNotActive>()("GRANT_NOT_ACTIVE", 409) {}
+/** A compliance export job that is not complete yet (decisions §15). */
+export class ExportNotReady extends ApiError<ExportNotReady>()("EXPORT_NOT_READY", 409) {}
 // 410
 export class Gone extends ApiError<Gone>()("GONE", 410) {}
 export class RequestNotPending extends ApiError<RequestNotPending>()("REQUEST_NOT_PENDING", 410) {}
+// passkey management and principal sessions (decisions §12, §17)
+export class TooManyCredentials extends ApiError<TooManyCredentials>()("TOO_MANY_CREDENTIALS", 409) {}
+export class UnknownCredential extends ApiError<UnknownCredential>()("UNKNOWN_CREDENTIAL", 403) {}
+export class AuthenticatorNotAllowed extends ApiError<AuthenticatorNotAllowed>()("AUTHENTICATOR_NOT_ALLOWED", 403) {}
+export class AttestationAnchorsRequired extends ApiError<AttestationAnchorsRequired>()("ATTESTATION_ANCHORS_REQUIRED", 422) {}
+/** A genuine passkey signature whose counter did not grow: a cloned authenticator (403, decisions §17). */
+export class PasskeyCounterRegressed
+  extends ApiError<PasskeyCounterRegressed>()("VERIFICATION_FAILED", 403, "PasskeyCounterRegressed")
+{}
+// 413
+/** An inline evidence pack above 50,000 audit entries: use an export job (decisions §15). */
+export class ExportTooLarge extends ApiError<ExportTooLarge>()("EXPORT_TOO_LARGE", 413) {}
 // 422
 export class InvalidScopes extends ApiError<InvalidScopes>()("INVALID_SCOPES", 422) {}
 export class InvalidTtl extends ApiError<InvalidTtl>()("INVALID_TTL", 422) {}
@@ -140,10 +158,12 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 export type ApiFailure =
   | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
   | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | QuotaExceeded | Forbidden | AgentSuspended | ScopeEscalation
-  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | NotFound | AgentNotFound | BundleNotFound
+  | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | PrincipalInactive | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge
+  | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
+  | ExportNotReady | ExportTooLarge
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------
 

@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   "grant.revoked",
   "token.issued",
   "dpdp.breach.recorded",
+  "dpdp.breach.updated",
   "dpdp.breach.principal_intimation_due",
   "dpdp.breach.board_report_due",
   "consent_bundle.created",
@@ -23,11 +24,20 @@ export const EVENT_TYPES = [
   "vault.credential.exchanged",
   "budget.threshold",
   "budget.exhausted",
+  "scim.user.provisioned",
+  "scim.user.updated",
+  "scim.user.deprovisioned",
+  "scim.group.updated",
   // decisions §18
   "vc.issued",
   "vc.revoked",
   "sd-jwt.issued",
   "sd-jwt.presented",
+  // principal sessions and passkey management (decisions §12, §17)
+  "principal.grant_revoked",
+  "fido.registered",
+  "fido.assertion",
+  "fido.credential.deleted",
   // decisions §16
   "billing.quota.threshold",
   "billing.invoice.created",

@@ -7,11 +7,14 @@
  * touched, so the success path pays nothing.
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import { Cause, Effect, FiberRef, LogLevel, Option } from "effect"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
 import { newId } from "./Ids.ts"
+import { recordRequest } from "./AccessLog.ts"
+import { Dependencies } from "./Dependencies.ts"
+import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -85,6 +88,38 @@ const normaliseError = (response: HttpServerResponse.HttpServerResponse, request
     ? "Malformed request body"
     : "Request could not be processed"
   return errorResponse(response.status >= 500 ? (response.status === 503 ? 503 : 500) : response.status, code, message, requestId, headers)
+}
+
+/**
+ * SCIM routes (decisions §11) answer RFC 7644 errors: `{ schemas, status: "<code>", scimType?,
+ * detail }` as application/scim+json. A body that already has that shape (the directory's own
+ * answers) is kept; anything else (the gate's 401/429, 413, decode errors, unknown routes, defects)
+ * is first put in the one error shape, then translated.
+ */
+export const SCIM_ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
+export const isScimPath = (path: string) => path.length >= 8 && path.slice(0, 8).toLowerCase() === "/scim/v2" && (path.length === 8 || path[8] === "/")
+const scimError = (response: HttpServerResponse.HttpServerResponse, requestId: string, path: string) => {
+  let parsed: any = undefined
+  if (response.body._tag === "Uint8Array") {
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+    } catch {
+      parsed = undefined
+    }
+  }
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(response.headers)) {
+    if (k !== "content-type" && k !== "content-length") headers[k] = v
+  }
+  if (response.status === 401) headers["www-authenticate"] = "Bearer"
+  if (!(parsed && Array.isArray(parsed.schemas))) {
+    const normal = normaliseError(response, requestId, path)
+    const body = normal.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(normal.body.body)) : {}
+    const scimType = normal.status === 400 ? "invalidSyntax" : undefined
+    parsed = { schemas: [SCIM_ERROR_SCHEMA], status: String(normal.status), ...(scimType ? { scimType } : {}), detail: body.message ?? "Error" }
+    return HttpServerResponse.unsafeJson(parsed, { status: normal.status, headers, contentType: "application/scim+json" })
+  }
+  return HttpServerResponse.unsafeJson(parsed, { status: response.status, headers, contentType: "application/scim+json" })
 }
 
 /** Maps a failure or defect that escaped the API to a response without internals. */
@@ -165,7 +200,8 @@ export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.catchAllCause(app, (cause) => {
     if (isDatabaseUnavailable(cause)) {
       return Effect.as(
-        Effect.logWarning("database unavailable"),
+        // the dependency's state: logged once when it goes away (the probes log its return)
+        Effect.flatMap(Effect.serviceOption(Dependencies), (d) => d._tag === "Some" ? d.value.report("db", false, "connection lost") : Effect.logWarning("database unavailable")),
         HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
       )
     }
@@ -186,6 +222,14 @@ const bodyRefusal = (verdict: Extract<BodyVerdict, { _tag: "Refused" }>, request
 }
 
 /**
+ * Every log line written while serving a request carries its id. With logging off (LOG_LEVEL=none)
+ * nothing is written, so the annotation (a fiber-ref update per request) is skipped.
+ */
+const withRequestLogs = <A, E, R>(effect: Effect.Effect<A, E, R>, requestId: string) =>
+  FiberRef.getWith(FiberRef.currentMinimumLogLevel, (level) =>
+    level._tag === "None" ? effect : Effect.annotateLogs(effect, "requestId", requestId))
+
+/**
  * The platform sends a response from inside the app (before a middleware sees its result), so
  * rewriting goes through a pre-response handler registered for this request's fiber.
  */
@@ -193,6 +237,7 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const metrics = yield* Metrics
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     const started = performance.now()
     const requestId = newRequestId(request.headers["x-request-id"])
     const url = request.url
@@ -202,8 +247,9 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     if (preRead._tag === "Some") {
       const verdict = preRead.value
       if (verdict._tag === "Refused") {
-        const refused = bodyRefusal(verdict, requestId, path)
-        metrics.observe(request.method, verdict.routed ? path : UNMATCHED, refused.status, (performance.now() - started) / 1000)
+        const refusal = bodyRefusal(verdict, requestId, path)
+        const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
+        recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed }, refused.status, (performance.now() - started) / 1000)
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
@@ -214,23 +260,22 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
       // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && !isHtml(out)) out = normaliseError(out, requestId, path)
+      if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
+        out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
+      }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       // the rate-limit headers of a request the gate admitted (its refusals carry their own)
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
       if (!observed) {
         observed = true
-        const seconds = (performance.now() - started) / 1000
-        // a path no route serves is one series, whatever was asked for
-        metrics.observe(request.method, state.unmatched && out.status >= 400 ? UNMATCHED : path, out.status, seconds)
+        recordRequest(metrics, log, request.method, path, state, out.status, (performance.now() - started) / 1000)
       }
       return out
     }
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
     const response = yield* app.pipe(
       Effect.locally(CurrentGate, state),
-      // every log line written while serving this request carries its id
-      Effect.annotateLogs("requestId", requestId),
+      (effect) => withRequestLogs(effect, requestId),
       Effect.tapErrorCause((cause) => logFailure(cause, requestId, path)),
       Effect.catchAllCause((cause) => Effect.succeed(responseForCause(cause, requestId, path)))
     )

@@ -27,6 +27,9 @@ let poolOffset = 0
 export type IdPrefix =
   | "dev" | "ag" | "areq" | "grnt" | "tok" | "ref" | "bundle" | "oae" | "vcred" | "brch" | "bint"
   | "bdg" | "btx" | "dom" | "wh" | "whd" | "evt" | "alog" | "wac" | "pkc" | "req"
+  | "scimtok" | "scimuser" | "scimgrp"
+  | "cexp"
+  | "psess" // principal sessions (decisions §12)
   | "inv" | "sub"
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

@@ -14,10 +14,11 @@ import { Clock, Context, Effect, FiberRef, Option } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import { isIP } from "node:net"
 import { Config, type RateLimitFigures, type TrustProxy } from "../Config.ts"
-import { ApiKeys, Authentication, bearerOf, CurrentGate, type Developer, type GateState } from "./Auth.ts"
+import { ApiKeys, Authentication, bearerOf, ScimTokenResolver, CurrentGate, type Developer, type GateState } from "./Auth.ts"
 import { Counters, makeMemoryStore, type WindowCheck } from "./Counters.ts"
 import { Keys } from "./Keys.ts"
 import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
+import { Metrics } from "./Metrics.ts"
 
 export type DeveloperBudget = "plan" | "containment" | "revocationStatus"
 
@@ -34,9 +35,17 @@ export interface RatePolicyValue {
   readonly authorizeBucket?: boolean
   /** the route authenticates with a grant token instead of an API key */
   readonly grantToken?: boolean
+  /** /scim/v2: authenticates with a SCIM token, limited per token and per developer, never the plan budget */
+  readonly scimToken?: boolean
+  /** while the shared store is down, count in process instead of refusing (containment routes, /metrics) */
+  readonly fallbackInProcess?: boolean
   /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
   readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
 }
+
+/** decisions §11: SCIM requests per token per minute; a developer's SCIM traffic is capped at two tokens' worth */
+export const SCIM_PER_TOKEN = 600
+export const SCIM_PER_DEVELOPER = 1_200
 
 export class RatePolicy extends Context.Tag("agent-auth/RatePolicy")<RatePolicy, RatePolicyValue>() {}
 
@@ -125,16 +134,23 @@ const containmentFallback = makeMemoryStore()
 export const makeGate = (api: HttpApi.HttpApi.Any) => {
   const match = makeMatcher(compileRoutes(api))
   // the runtime's services, looked up on the first request rather than on every one
-  let services: { config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"] } | undefined
-  const lookUpServices = Effect.all({ config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys })
+  let services: {
+    config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"]
+    scimTokens: Option.Option<ScimTokenResolver["Type"]>; metrics: Option.Option<Metrics["Type"]>
+  } | undefined
+  const lookUpServices = Effect.all({
+    config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys,
+    scimTokens: Effect.serviceOption(ScimTokenResolver), metrics: Effect.serviceOption(Metrics)
+  })
   return <E, R>(app: HttpApp.Default<E, R>) =>
     Effect.gen(function*() {
-      const { config, counters, keys, apiKeys } = services ??= yield* lookUpServices
+      const { config, counters, keys, apiKeys, scimTokens, metrics } = services ??= yield* lookUpServices
       const request = yield* HttpServerRequest.HttpServerRequest
       const gate = yield* FiberRef.get(CurrentGate)
       const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
       const route = match(request.method, request.url)
       const policy: RatePolicyValue = route?.policy ?? {}
+      if (gate !== undefined) gate.route = route?.path
       if (policy.exempt) return yield* app
       const figures = config.rateLimits
       const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
@@ -179,6 +195,23 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           state.grantToken = bearer
           addRouteCheck(`jti:${claims.jti}`)
         }
+      } else if (policy.scimToken) {
+        const resolved = bearer === undefined || scimTokens._tag === "None" ? undefined : yield* scimTokens.value.resolve(bearer)
+        if (resolved === undefined) {
+          unauthorized = true
+          addRouteCheck(`addr:${address}`)
+        } else {
+          state.developer = resolved.developer
+          state.scimTokenId = resolved.tokenId
+          checks.push({
+            key: `${prefix}rl:{${resolved.developer.id}}:scim:${windowStart}`,
+            limit: scaled(SCIM_PER_DEVELOPER),
+            name: "scim-developer",
+            code: "RATE_LIMIT_EXCEEDED"
+          })
+          // last, so its figures are the ones reported in the headers
+          checks.push({ key: `${prefix}rl:scim:${resolved.tokenId}:${windowStart}`, limit: scaled(SCIM_PER_TOKEN), name: "scim-token", code: "RATE_LIMITED" })
+        }
       } else if (route?.apiKey) {
         developer = bearer === undefined ? undefined : yield* apiKeys.resolve(bearer)
         if (developer === undefined) {
@@ -217,7 +250,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         addRouteCheck(`addr:${address}`)
       }
 
-      const containment = policy.developerBudget === "containment"
+      const containment = policy.developerBudget === "containment" || policy.fallbackInProcess === true
       const result = yield* counters.hit(checks, WINDOW_MS * 2).pipe(
         Effect.catchAll((e) => containment ? containmentFallback.hit(checks, WINDOW_MS * 2) : Effect.fail(e)),
         Effect.either
@@ -229,6 +262,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       const { rejectedBy, counts } = result.right
       if (rejectedBy >= 0) {
         const check = checks[rejectedBy]!
+        if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: check.name })
         const reported = { name: check.name, limit: check.limit, remaining: 0, resetSeconds }
         // in words, the figure of Retry-After: clients of the published protocol read it from the message
         const wait = `retry in ${resetSeconds} second${resetSeconds === 1 ? "" : "s"}`
@@ -253,6 +287,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000))
         }
         if (hit.right.rejectedBy >= 0) {
+          if (metrics._tag === "Some") metrics.value.inc("rate_limit_refusals_total", { policy: "hourly" })
           return errorResponse(429, "RATE_LIMITED", "Too many requests from this address this hour; try again later", requestId, rateHeaders({ ...reported, remaining: 0 }, true, 3600))
         }
       }
@@ -267,7 +302,11 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         resetSeconds
       }
       if (unauthorized) {
-        const message = policy.grantToken ? "Grant token missing, invalid or expired" : "Invalid or missing API key"
+        const message = policy.grantToken
+          ? "Grant token missing, invalid or expired"
+          : policy.scimToken
+          ? "Invalid or missing SCIM token"
+          : "Invalid or missing API key"
         return errorResponse(401, "UNAUTHORIZED", message, requestId, rateHeaders(reported, false))
       }
       state.rateHeaders = rateHeaders(reported, false)

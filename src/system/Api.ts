@@ -9,6 +9,19 @@ export const Health = Schema.Struct({
   failing: Schema.optional(Schema.Array(Schema.Literal("db", "redis")))
 })
 
+/** GET /health/live and /health/ready (ours): for a load balancer or an orchestrator */
+export const Liveness = Schema.Struct({ status: Schema.Literal("ok"), version: Schema.String })
+export const Readiness = Schema.Struct({
+  status: Schema.Literal("ready", "not_ready"),
+  version: Schema.String,
+  checks: Schema.Struct({
+    db: Schema.Literal("ok", "unavailable"),
+    redis: Schema.Literal("ok", "unavailable"),
+    migrations: Schema.Literal("ok", "pending", "unknown")
+  }),
+  pendingMigrations: Schema.optional(Schema.Array(Schema.String))
+})
+
 export const Jwks = Schema.Struct({
   keys: Schema.Array(Schema.Struct({
     kty: Schema.String,
@@ -27,6 +40,13 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(Health.pipe(HttpApiSchema.asEmpty({ status: 503, decode: () => ({ status: "degraded" as const }) })), { status: 503 })
       .annotate(RatePolicy, { exempt: true })
   )
+  .add(HttpApiEndpoint.get("live", "/health/live").addSuccess(Liveness).annotate(RatePolicy, { exempt: true }))
+  .add(
+    HttpApiEndpoint.get("ready", "/health/ready")
+      .addSuccess(Readiness)
+      .addError(Readiness, { status: 503 })
+      .annotate(RatePolicy, { exempt: true })
+  )
   .add(
     HttpApiEndpoint.get("jwks", "/.well-known/jwks.json")
       .addSuccess(Jwks)
@@ -39,6 +59,8 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(RateLimited)
       .addError(RateLimitUnavailable)
       .addError(InternalError)
+      // a scrape must answer while Redis is away (that is when the dashboard is needed): counted in process then
+      .annotate(RatePolicy, { fallbackInProcess: true })
   )
   .add(
     HttpApiEndpoint.get("openapi", "/openapi.json")

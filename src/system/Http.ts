@@ -1,5 +1,4 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
@@ -8,24 +7,63 @@ import { Counters } from "../platform/Counters.ts"
 import { Unauthorized } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
+import { PgPool } from "../platform/PgPool.ts"
 import { timingSafeEqual } from "node:crypto"
+import pkg from "../../package.json" with { type: "json" }
+import { Dependencies } from "../platform/Dependencies.ts"
+import { scrapeGauges } from "./Scrape.ts"
 
 const PROBE_TIMEOUT = "1 second"
 
 export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
+    const pool = yield* PgPool
     const counters = yield* Counters
     const keys = yield* Keys
     const metrics = yield* Metrics
     const config = yield* Config
     const spec = OpenApi.fromApi(Api)
-    const probe = (effect: Effect.Effect<unknown, unknown>) =>
-      effect.pipe(Effect.timeout(PROBE_TIMEOUT), Effect.match({ onFailure: () => false, onSuccess: () => true }))
+    /**
+     * Both probes under one deadline: the SELECT 1 is sent first and answers as a promise while the
+     * PING runs, so a probe costs no fiber and no timer of its own (two of each per probe before);
+     * a probe that has not answered by the deadline counts as failing.
+     */
+    const probes = Effect.suspend(() => {
+      const ok = { db: false, redis: false }
+      const db = pool.query("SELECT 1").then(() => (ok.db = true), () => false)
+      return counters.ping.pipe(
+        Effect.match({ onFailure: () => false, onSuccess: () => (ok.redis = true) }),
+        Effect.zipRight(Effect.promise(() => db)),
+        Effect.timeout(PROBE_TIMEOUT),
+        Effect.ignore,
+        Effect.as(ok)
+      )
+    })
+    const dependencies = yield* Dependencies
+    // ready: the database and Redis answer and every embedded migration is applied
+    const ready = Effect.gen(function*() {
+      const [reachable, pending] = yield* Effect.all([
+        dependencies.probe,
+        dependencies.pendingMigrations.pipe(Effect.option)
+      ], { concurrency: 2 })
+      const checks = {
+        db: reachable.db ? "ok" as const : "unavailable" as const,
+        redis: reachable.redis ? "ok" as const : "unavailable" as const,
+        migrations: pending._tag === "None" ? "unknown" as const : pending.value.length === 0 ? "ok" as const : "pending" as const
+      }
+      const isReady = checks.db === "ok" && checks.redis === "ok" && checks.migrations === "ok"
+      const body = {
+        status: isReady ? "ready" as const : "not_ready" as const,
+        version: pkg.version,
+        checks,
+        ...(pending._tag === "Some" && pending.value.length > 0 ? { pendingMigrations: pending.value } : {})
+      }
+      return isReady ? body : HttpServerResponse.unsafeJson(body, { status: 503 }) as any
+    })
     return handlers
       .handle("health", () =>
         Effect.gen(function*() {
-          const [db, redis] = yield* Effect.all([probe(sql`SELECT 1`), probe(counters.ping)], { concurrency: 2 })
+          const { db, redis } = yield* probes
           if (db && redis) return { status: "ok" as const }
           const failing = [...(db ? [] : ["db" as const]), ...(redis ? [] : ["redis" as const])]
           return HttpServerResponse.unsafeJson({ status: "degraded", failing }, { status: 503 }) as any
@@ -42,8 +80,10 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
               return yield* Effect.fail(new Unauthorized({ message: "Metrics token required" }))
             }
           }
-          return HttpServerResponse.text(metrics.render(), { contentType: "text/plain; version=0.0.4" }) as any
+          return HttpServerResponse.text(metrics.render(yield* scrapeGauges), { contentType: "text/plain; version=0.0.4" }) as any
         }))
+      .handle("live", () => Effect.succeed({ status: "ok" as const, version: pkg.version }))
+      .handle("ready", () => ready)
       .handle("openapi", () => Effect.succeed(spec))
       .handle("favicon", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: { "cache-control": "public, max-age=86400" } })))
   }))

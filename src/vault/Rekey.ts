@@ -16,6 +16,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { OperatorCommand } from "../operator.ts"
 import { secretContext } from "../webhooks/Service.ts"
+import { nowMillis } from "../platform/Time.ts"
 import { type Keyring, keyringFor, openSync, seal, type SealContext, type Sealed } from "./Crypto.ts"
 
 export interface RekeyedKind {
@@ -100,6 +101,48 @@ const webhookSecrets: SealedRows = {
       )
 }
 
+/**
+ * The secret a webhook rotation replaced, still signing until previous_secret_expires_at (issue 17):
+ * sealed with the same keys, so re-encrypted too. Expired ones are cleared first (nothing reads
+ * them, and an old key may no longer open them).
+ */
+const previousWebhookSecrets: SealedRows = {
+  batch: (active, after, limit) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ id: string; developerId: string; previousSecretCiphertext: string }>`
+        SELECT id, developer_id, previous_secret_ciphertext FROM webhook_endpoints
+        WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_ciphertext::jsonb->>'keyId' <> ${active} AND id > ${after}
+        ORDER BY id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
+        rows.map((row) => ({ id: row.id, context: secretContext(row.id, row.developerId), sealed: JSON.parse(row.previousSecretCiphertext) as Sealed }))
+      ))),
+  write: (active, rows) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe(
+        `UPDATE webhook_endpoints w SET previous_secret_ciphertext = u.sealed
+         FROM unnest($2::text[], $3::text[]) AS u(id, sealed)
+         WHERE w.id = u.id AND w.previous_secret_ciphertext::jsonb->>'keyId' <> $1`,
+        [active, rows.map((r) => r.id), rows.map((r) => JSON.stringify(r.sealed))] as any
+      )).pipe(Effect.asVoid),
+  countNotUnder: (active) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_endpoints
+                         WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_ciphertext::jsonb->>'keyId' <> ${active}`).pipe(
+        Effect.map(([row]) => Number(row?.n ?? 0))
+      )
+}
+
+const clearExpiredPreviousSecrets = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.flatMap(nowMillis, (ms) =>
+    sql`UPDATE webhook_endpoints SET previous_secret_ciphertext = NULL, previous_secret_expires_at = NULL
+        WHERE previous_secret_expires_at IS NOT NULL AND previous_secret_expires_at <= ${new Date(ms)}`))
+
+const both = (a: RekeyedKind, b: RekeyedKind): RekeyedKind => ({
+  rekeyed: a.rekeyed + b.rekeyed,
+  unreadable: [...new Set([...a.unreadable, ...b.unreadable])],
+  remaining: a.remaining + b.remaining
+})
+
 const rekeyRows = (ring: Keyring, rows: SealedRows, batchSize: number, maxPasses: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -146,7 +189,10 @@ export const rekey = (ring: Keyring, options: { batchSize?: number; maxPasses?: 
     return {
       activeKeyId: ring.active.kid,
       credentials: yield* rekeyRows(ring, vaultCredentials, batchSize, maxPasses),
-      webhookSecrets: yield* rekeyRows(ring, webhookSecrets, batchSize, maxPasses)
+      webhookSecrets: both(
+        yield* rekeyRows(ring, webhookSecrets, batchSize, maxPasses),
+        yield* Effect.zipRight(clearExpiredPreviousSecrets, rekeyRows(ring, previousWebhookSecrets, batchSize, maxPasses))
+      )
     } satisfies RekeyResult
   })
 

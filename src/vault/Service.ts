@@ -5,7 +5,7 @@
  * and are never logged.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Deferred, Effect, FiberId, Layer } from "effect"
+import { Cause, Context, Deferred, Effect, FiberId, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { isIP } from "node:net"
 import { Config } from "../Config.ts"
@@ -13,6 +13,7 @@ import { tokenStatusOf } from "../grants/Service.ts"
 import { type AuditedEvent, AuditedEvents } from "../platform/AuditedEvents.ts"
 import { BadRequest, CredentialUnreadable, Forbidden, NotFound, Unauthorized, UpstreamRefreshFailed } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import type { GrantTokenClaims } from "../platform/Keys.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
@@ -47,6 +48,19 @@ export interface VaultCredentialOut {
 }
 
 /** Interface rule 2: the accepted credential scopes for a service, exactly. */
+/** An exchange's failed outcome, as the label of agent_auth_vault_exchanges_total (a fixed small set). */
+const exchangeFailure = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  const tag = failure._tag === "Some" ? (failure.value as { _tag?: string })._tag : undefined
+  switch (tag) {
+    case "Unauthorized": return "unauthorized"
+    case "Forbidden": return "forbidden"
+    case "NotFound": return "not_found"
+    case "BadRequest": return "bad_request"
+    default: return "error"
+  }
+}
+
 /** The scopes that let a grant token exchange the credential of `service`, any one of them. */
 export const acceptedScopes = (service: string): ReadonlyArray<string> => [
   `${service}:read`, `${service}:credentials:read`, `${service}:*`, `vault:${service}:read`, `vault:${service}:*`,
@@ -248,6 +262,7 @@ export const VaultServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     const ring: Keyring = yield* VaultKeys
     const audited = yield* AuditedEvents
     const repo = makeRepo(sql)
@@ -431,6 +446,13 @@ export const VaultServiceLive = Layer.effect(
     const read = makeCoalescer((keys: ReadonlyArray<ExchangeKey>) => repo.findForExchange(keys).pipe(Effect.orDie), { parallel: 2 })
 
     const exchange: VaultService["exchange"] = (claims, rawBody) =>
+      exchangeOnce(claims, rawBody).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => metrics?.inc("vault_exchanges_total", { outcome: exit._tag === "Success" ? "exchanged" : exchangeFailure(exit.cause) }))
+        )
+      )
+
+    const exchangeOnce: VaultService["exchange"] = (claims, rawBody) =>
       Effect.gen(function*() {
         const startedMs = yield* nowMillis
         // 1. The token: the gate verified signature, iss and exp; enforce the claims, then the grant online.

@@ -58,7 +58,20 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/:id/rotate-secret")
       .setPath(IdPath)
-      .addSuccess(Schema.Struct({ id: Schema.String, secret: Schema.String }))
+      .addSuccess(Schema.Struct({ id: Schema.String, secret: Schema.String, previousSecretExpiresAt: Schema.String }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("replay", "/v1/webhooks/:id/replay")
+      .setPath(IdPath)
+      .setPayload(Schema.Struct({
+        since: Schema.String.pipe(Schema.maxLength(40)),
+        until: Schema.optional(Schema.String.pipe(Schema.maxLength(40))),
+        status: Schema.optional(Schema.Literal("failed", "delivered"))
+      }))
+      .addSuccess(Schema.Struct({ requeued: Schema.Number, nextSince: Schema.NullOr(Schema.String) }))
+      .addError(BadRequest)
+      .addError(BodyErrors)
       .addError(NotFound)
   )
   .middleware(Authentication)

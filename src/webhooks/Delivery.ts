@@ -19,15 +19,38 @@ export interface SignedHeaders {
   readonly "webhook-signature": string
 }
 
-/** Both signature families over the raw body, keyed by the secret's UTF-8 bytes (decisions §7). */
-export const signDelivery = (secret: string, eventId: string, body: string, timestampSeconds: number): SignedHeaders => ({
-  "content-type": "application/json",
-  "user-agent": USER_AGENT,
-  "x-service-signature": `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`,
-  "webhook-id": eventId,
-  "webhook-timestamp": String(timestampSeconds),
-  "webhook-signature": `v1,${createHmac("sha256", secret).update(`${eventId}.${timestampSeconds}.${body}`, "utf8").digest("base64")}`
-})
+/** `whsec_` + base64 of 32 random bytes (issue 17); endpoints made before keep their 64-hex secret. */
+export const SECRET_PREFIX = "whsec_"
+
+/**
+ * The Standard Webhooks key of a secret: the bytes base64-encoded after `whsec_`, as that standard
+ * (and its libraries) read a secret; an older 64-hex secret keeps the UTF-8 bytes it was always
+ * signed with, so receivers set up before the change go on verifying.
+ */
+export const standardKey = (secret: string): Buffer =>
+  secret.startsWith(SECRET_PREFIX) ? Buffer.from(secret.slice(SECRET_PREFIX.length), "base64") : Buffer.from(secret, "utf8")
+
+const standardSignature = (secret: string, signed: string) =>
+  `v1,${createHmac("sha256", standardKey(secret)).update(signed, "utf8").digest("base64")}`
+
+/**
+ * Both signature families over the raw body (decisions §7, issue 17): X-Service-Signature keyed by
+ * the secret string's UTF-8 bytes, as the interface says; webhook-signature by the Standard Webhooks
+ * key. While a rotated-out secret is still valid (`previous`), webhook-signature carries one `v1,`
+ * entry per secret, space-separated, the new one first, and X-Service-Signature (one value by the
+ * interface) the new secret's.
+ */
+export const signDelivery = (secret: string, eventId: string, body: string, timestampSeconds: number, previous?: string): SignedHeaders => {
+  const signed = `${eventId}.${timestampSeconds}.${body}`
+  return {
+    "content-type": "application/json",
+    "user-agent": USER_AGENT,
+    "x-service-signature": `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`,
+    "webhook-id": eventId,
+    "webhook-timestamp": String(timestampSeconds),
+    "webhook-signature": [secret, ...(previous === undefined ? [] : [previous])].map((s) => standardSignature(s, signed)).join(" ")
+  }
+}
 
 export type Outcome =
   | { readonly ok: true; readonly status: number }

@@ -22,4 +22,5 @@ export const WebhooksHttp = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
         }))
       .handle("retry", ({ path }) => withDeveloper((d) => webhooks.retry(d, path.id, path.deliveryId)))
       .handle("rotateSecret", ({ path }) => withDeveloper((d) => webhooks.rotateSecret(d, path.id)))
+      .handle("replay", ({ path, payload }) => withDeveloper((d) => webhooks.replay(d, path.id, payload)))
   }))

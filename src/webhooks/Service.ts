@@ -1,6 +1,7 @@
 /**
- * Webhook endpoints and their delivery history (decisions §7). The secret (32 random bytes, hex)
- * is shown once and stored encrypted with the vault's keys (AES-256-GCM, bound to the endpoint).
+ * Webhook endpoints and their delivery history (decisions §7). The secret (`whsec_` + base64 of 32
+ * random bytes, issue 17) is shown once and stored encrypted with the vault's keys (AES-256-GCM,
+ * bound to the endpoint). Rotation keeps the replaced secret valid for ROTATION_OVERLAP_MS.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
@@ -8,11 +9,12 @@ import { randomBytes } from "node:crypto"
 import { planOf } from "../billing/Plans.ts"
 import { Config } from "../Config.ts"
 import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
-import { EVENT_TYPES } from "../platform/Events.ts"
+import { EVENT_TYPES, nudgeDeliveryWorkers } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { openSync, seal, type Sealed, VaultKeys, VaultKeysLive } from "../vault/Crypto.ts"
+import { SECRET_PREFIX } from "./Delivery.ts"
 import { checkReceiverUrl } from "./Ssrf.ts"
 
 export interface EndpointRow {
@@ -57,7 +59,18 @@ const deliveryView = (d: DeliveryRow) => ({
 /** the row a webhook secret belongs to: a ciphertext moved to another endpoint does not decrypt */
 export const secretContext = (id: string, developerId: string) => ({ id, developerId, principalId: "webhook", service: "webhook-secret" })
 
-const newSecret = () => randomBytes(32).toString("hex")
+const newSecret = () => `${SECRET_PREFIX}${randomBytes(32).toString("base64")}`
+
+/** how long a rotated-out secret still signs deliveries (as Svix does) */
+export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000
+/** the most deliveries one replay call re-queues; the answer's `nextSince` continues */
+export const REPLAY_MAX = 1000
+
+export interface ReplayInput {
+  readonly since: string
+  readonly until?: string | undefined
+  readonly status?: "delivered" | "failed" | undefined
+}
 
 export interface WebhooksService {
   readonly create: (developerId: string, input: { url: string; events: ReadonlyArray<string> }) => Effect.Effect<
@@ -71,7 +84,8 @@ export interface WebhooksService {
     NotFound | BadRequest
   >
   readonly retry: (developerId: string, id: string, deliveryId: string) => Effect.Effect<ReturnType<typeof deliveryView>, NotFound | Conflict>
-  readonly rotateSecret: (developerId: string, id: string) => Effect.Effect<{ id: string; secret: string }, NotFound>
+  readonly rotateSecret: (developerId: string, id: string) => Effect.Effect<{ id: string; secret: string; previousSecretExpiresAt: string }, NotFound>
+  readonly replay: (developerId: string, id: string, input: ReplayInput) => Effect.Effect<{ requeued: number; nextSince: string | null }, NotFound | BadRequest>
   /** the decrypted secret of an endpoint (delivery worker) */
   readonly secretOf: (row: { id: string; developerId: string; secretCiphertext: string }) => string | undefined
 }
@@ -195,10 +209,48 @@ export const WebhooksServiceLive = Layer.effect(
       rotateSecret: (developerId, id) =>
         Effect.gen(function*() {
           const secret = newSecret()
-          const rows = yield* sql`UPDATE webhook_endpoints SET secret_ciphertext = ${sealSecret(id, developerId, secret)}
+          const ms = yield* nowMillis
+          const expiresAt = new Date(ms + ROTATION_OVERLAP_MS)
+          // the replaced secret keeps signing for a day, so receivers can switch without a gap
+          const rows = yield* sql`UPDATE webhook_endpoints SET secret_ciphertext = ${sealSecret(id, developerId, secret)},
+                                    previous_secret_ciphertext = secret_ciphertext, previous_secret_expires_at = ${expiresAt}
                                   WHERE id = ${id} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
           if (rows.length === 0) return yield* Effect.fail(notFound())
-          return { id, secret }
+          return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() }
+        }),
+      replay: (developerId, id, input) =>
+        Effect.gen(function*() {
+          const since = parseInstant(input.since)
+          if (since === undefined) return yield* Effect.fail(new BadRequest({ message: "since must be an ISO 8601 date-time, e.g. 2026-11-24T00:00:00Z" }))
+          const until = input.until === undefined ? undefined : parseInstant(input.until)
+          if (until === undefined && input.until !== undefined) {
+            return yield* Effect.fail(new BadRequest({ message: "until must be an ISO 8601 date-time, e.g. 2026-11-24T01:00:00Z" }))
+          }
+          if (until !== undefined && until <= since) return yield* Effect.fail(new BadRequest({ message: "until must be later than since" }))
+          yield* own(developerId, id)
+          const ms = yield* nowMillis
+          const at = new Date(ms)
+          const statuses = input.status === undefined ? ["failed"] : [input.status]
+          // Oldest first, at most REPLAY_MAX; pending rows are not touched, so a repeated call
+          // re-queues nothing twice while the first call's rows wait to be sent.
+          const answer = yield* sql.withTransaction(Effect.gen(function*() {
+            const picked = yield* sql<{ id: string; createdAt: Date }>`
+              SELECT id, created_at FROM webhook_deliveries
+              WHERE endpoint_id = ${id} AND developer_id = ${developerId} AND status IN ${sql.in(statuses)}
+                AND created_at >= ${since} AND created_at < ${until ?? new Date(ms + 1)}
+              ORDER BY created_at, id LIMIT ${REPLAY_MAX + 1} FOR UPDATE`
+            const batch = picked.slice(0, REPLAY_MAX)
+            if (batch.length > 0) {
+              yield* sql`UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${at}, lease_until = NULL,
+                           delivered_at = NULL, updated_at = ${at}
+                         WHERE id IN ${sql.in(batch.map((r) => r.id))}`
+              yield* sql`SELECT pg_notify('webhook_deliveries', ${developerId})`
+            }
+            const next = picked[REPLAY_MAX]
+            return { requeued: batch.length, nextSince: next === undefined ? null : next.createdAt.toISOString() }
+          })).pipe(Effect.orDie)
+          if (answer.requeued > 0) nudgeDeliveryWorkers()
+          return answer
         }),
       secretOf: (row) => {
         try {
@@ -211,5 +263,16 @@ export const WebhooksServiceLive = Layer.effect(
     }
   })
 )
+
+/** an ISO 8601 date-time with a zone (Z or ±hh:mm); undefined otherwise */
+const parseInstant = (text: string): Date | undefined => {
+  const match = /^(\d{4}-\d{2}-\d{2})(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/.exec(text)
+  if (match === null) return undefined
+  const date = new Date(text)
+  if (Number.isNaN(date.getTime())) return undefined
+  // a day that does not exist (2026-02-31) is refused rather than rolled over
+  const day = new Date(`${match[1]}T00:00:00Z`)
+  return Number.isNaN(day.getTime()) || day.toISOString().slice(0, 10) !== match[1] ? undefined : date
+}
 
 export const WebhooksLive = WebhooksServiceLive.pipe(Layer.provide(VaultKeysLive))

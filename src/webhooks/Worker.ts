@@ -15,6 +15,7 @@ import { Duration, Effect, Layer, Queue, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { DELIVERY_CHANNEL, onDeliveriesQueued } from "../platform/Events.ts"
+import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { send, signDelivery } from "./Delivery.ts"
 import { Webhooks } from "./Service.ts"
@@ -45,6 +46,8 @@ interface Claimed {
   readonly endpointId: string
   readonly developerId: string
   readonly secretCiphertext: string
+  readonly previousSecretCiphertext: string | null
+  readonly previousSecretExpiresAt: Date | null
   readonly eventId: string
   readonly type: string
   readonly data: unknown
@@ -116,6 +119,7 @@ export const claimDue = (slots: number) =>
            RETURNING d.id, d.attempts, d.max_attempts, d.endpoint_id, d.event_id
          )
          SELECT c.id, c.attempts, c.max_attempts, e.url, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
+                e.previous_secret_ciphertext, e.previous_secret_expires_at,
                 ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
          FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`,
         [now, leaseUntil, config.webhooks.endpointConcurrency, config.webhooks.developerConcurrency, slots] as any
@@ -134,6 +138,10 @@ const sendClaimed = (d: Claimed) =>
     const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
     const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
     const sentAt = yield* nowMillis
+    // a rotated-out secret signs too until it expires (issue 17)
+    const previous = d.previousSecretCiphertext !== null && d.previousSecretExpiresAt !== null && d.previousSecretExpiresAt.getTime() > sentAt
+      ? webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.previousSecretCiphertext })
+      : undefined
     if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
       // too little of the lease is left to finish this send (a slow round): hand the row back
       // unsent rather than risk another instance sending it too once the lease runs out
@@ -143,7 +151,7 @@ const sendClaimed = (d: Claimed) =>
     const outcome = secret === undefined
       ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
       : yield* Effect.promise(() =>
-        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000)), {
+        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000), previous), {
           timeoutMs: config.webhooks.timeoutSeconds * 1000,
           allowPrivateHosts: config.webhooks.allowPrivateHosts
         })
@@ -154,6 +162,7 @@ const sendClaimed = (d: Claimed) =>
       yield* sql`UPDATE webhook_deliveries SET status = 'delivered', attempts = ${attempts}, last_response_status = ${outcome.status},
                    last_error = NULL, delivered_at = ${at}, lease_until = NULL, updated_at = ${at}
                  WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+      yield* countDelivery("delivered")
       return "delivered" as const
     }
     const final = attempts >= d.maxAttempts
@@ -162,8 +171,19 @@ const sendClaimed = (d: Claimed) =>
                  last_response_status = ${outcome.status}, last_error = ${outcome.error},
                  next_attempt_at = ${final ? at : next}, lease_until = NULL, updated_at = ${at}
                WHERE id = ${d.id} AND lease_until = ${leaseUntil} AND status = 'pending'`
+    yield* countDelivery(final ? "failed" : "retrying")
+    // an operator must see a delivery given up on (its receiver's developer will ask)
+    if (final) {
+      yield* Effect.logWarning("webhook delivery failed for good").pipe(Effect.annotateLogs({
+        deliveryId: d.id, endpointId: d.endpointId, developerId: d.developerId, eventId: d.eventId, attempts,
+        lastStatus: outcome.status ?? undefined, lastError: outcome.error
+      }))
+    }
     return "failed" as const
   }).pipe(Effect.orDie)
+
+const countDelivery = (outcome: "delivered" | "retrying" | "failed") =>
+  Effect.serviceOption(Metrics).pipe(Effect.map((m) => m._tag === "Some" && m.value.inc("webhook_deliveries_total", { outcome })))
 
 /** One round: claim (fairly), send all claimed at once, record. Tests drive it directly. */
 export const deliverDue = Effect.gen(function*() {

@@ -7,7 +7,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Effect } from "effect"
 import { ConsentBundles } from "../../src/consent-bundles/Service.ts"
+import { EVENT_DATA } from "../../src/openapi/Groups.ts"
 import { BundleNotFound } from "../../src/platform/Errors.ts"
+import { EVENT_TYPES } from "../../src/platform/Events.ts"
+import { acceptedScopes } from "../../src/vault/Service.ts"
 import { startTestApp, type TestApp, type TestResponse } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 
@@ -124,16 +127,20 @@ describe("the document", () => {
 
   test("the gate's answers are declared where they apply", () => {
     for (const { method, path, op } of operations()) {
+      // SCIM routes answer RFC 7644 errors (schemas/status/scimType/detail), not coded ones (decisions §11)
+      if (path.startsWith("/scim/v2/")) continue
       const codes = declared(method, path)
       const where = `${method.toUpperCase()} ${path}`
-      const exempt = ["/health", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
+      const exempt = ["/health", "/health/live", "/health/ready", "/.well-known/jwks.json", "/favicon.ico", "/.well-known/did.json", "/ns/agent-auth/v1", "/vct/agent-grant"].includes(path)
       if (!exempt) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMITED"]) })
-      if (op.security?.length > 0) {
+      // the API key's gate (a grant-token or other bearer route has its own answers)
+      if ((op.security ?? []).some((s: Record<string, unknown>) => "apiKey" in s)) {
         expect({ where, codes: codes.get(401) }).toEqual({ where, codes: ["UNAUTHORIZED"] })
-        expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMIT_EXCEEDED"]) })
+        // (a principal session draws on no developer budget: decisions §12)
+        if (!path.startsWith("/v1/principal/")) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMIT_EXCEEDED"]) })
         expect({ where, codes: codes.get(503) }).toEqual({ where, codes: expect.arrayContaining(["DATABASE_UNAVAILABLE"]) })
       }
-      if (op.requestBody !== undefined && !path.startsWith("/consent/")) {
+      if (op.requestBody !== undefined && !path.startsWith("/consent/") && !path.startsWith("/permissions/")) {
         expect({ where, codes: codes.get(415) }).toEqual({ where, codes: ["UNSUPPORTED_MEDIA_TYPE"] })
       }
       // nothing is decoded from an operation without a body or a query: no 400 unless its handler answers one
@@ -141,6 +148,139 @@ describe("the document", () => {
         expect({ where, codes: codes.get(400) ?? [] }).not.toEqual({ where, codes: expect.arrayContaining(["BAD_REQUEST"]) })
       }
     }
+  })
+})
+
+/** why `example` does not fit `schema` (a small JSON Schema check: types, enums, required and known properties), or undefined */
+const misfit = (schema: any, example: unknown, at = "$"): string | undefined => {
+  if (schema === undefined || schema === true || (typeof schema === "object" && Object.keys(schema).length === 0)) return undefined
+  if (schema.$ref) return misfit(spec.components.schemas[schema.$ref.slice(REF.length)], example, at)
+  if (schema.anyOf || schema.oneOf) {
+    const members: Array<any> = schema.anyOf ?? schema.oneOf
+    return members.some((m) => misfit(m, example, at) === undefined) ? undefined : `${at}: fits none of ${members.length} alternatives`
+  }
+  if (schema.enum && !schema.enum.includes(example)) return `${at}: ${JSON.stringify(example)} not in ${JSON.stringify(schema.enum)}`
+  const type = example === null ? "null" : Array.isArray(example) ? "array" : typeof example
+  const wanted: Array<string> = schema.type === undefined ? [] : [schema.type].flat()
+  if (wanted.length > 0 && !wanted.some((t) => t === type || (t === "integer" && Number.isInteger(example)) || (t === "number" && type === "number"))) {
+    return `${at}: ${type}, expected ${wanted.join("|")}`
+  }
+  if (type === "array" && schema.items) {
+    for (const [i, item] of (example as Array<unknown>).entries()) {
+      const problem = misfit(schema.items, item, `${at}[${i}]`)
+      if (problem) return problem
+    }
+  }
+  if (type === "object" && schema.properties) {
+    const record = example as Record<string, unknown>
+    for (const key of schema.required ?? []) if (!(key in record)) return `${at}.${key}: required, missing`
+    for (const [key, value] of Object.entries(record)) {
+      if (!(key in schema.properties)) {
+        if (schema.additionalProperties === false || schema.additionalProperties === undefined) return `${at}.${key}: not a property`
+        continue
+      }
+      const problem = misfit(schema.properties[key], value, `${at}.${key}`)
+      if (problem) return problem
+    }
+  }
+  return undefined
+}
+
+describe("the document explains itself (issue 17 item 2)", () => {
+  test("every operation has a summary and a description", () => {
+    for (const { method, path, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`
+      expect({ where, summary: typeof op.summary === "string" && op.summary.length > 3 }).toEqual({ where, summary: true })
+      expect({ where, description: typeof op.description === "string" && op.description.length > 20 }).toEqual({ where, description: true })
+    }
+  })
+
+  test("every body is typed and has an example that fits its schema; a POST/PUT/PATCH without one reads none", () => {
+    // the writes that take no body (the path says it all): anything else must declare what it reads
+    const bodyless = new Set([
+      "post /v1/keys/rotate", "post /v1/consent/{id}/approve", "post /v1/consent/{id}/deny", "post /v1/consent/{id}/passkey/options",
+      "post /v1/consent-bundles/{id}/revoke", "post /v1/consent-bundles/{id}/refresh", "post /v1/domains/{id}/verify",
+      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret"
+    ])
+    let typed = 0
+    for (const { method, path, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`
+      if (op.requestBody === undefined) {
+        if (["post", "put", "patch"].includes(method)) expect({ where, bodyless: bodyless.has(`${method} ${path}`) }).toEqual({ where, bodyless: true })
+        continue
+      }
+      for (const [type, content] of Object.entries<any>(op.requestBody.content)) {
+        const schema = content.schema?.$ref ? spec.components.schemas[content.schema.$ref.slice(REF.length)] : content.schema
+        expect({ where, type, typed: schema?.type === "object" && typeof schema.properties === "object" }).toEqual({ where, type, typed: true })
+        expect({ where, type, example: content.example !== undefined }).toEqual({ where, type, example: true })
+        expect({ where, type, misfit: misfit(content.schema, content.example) }).toEqual({ where, type, misfit: undefined })
+        typed++
+      }
+    }
+    expect(typed).toBeGreaterThanOrEqual(30)
+  })
+
+  test("every success answer with a body has an example that fits its schema", () => {
+    for (const { method, path, op } of operations()) {
+      for (const [status, response] of Object.entries<any>(op.responses)) {
+        if (Number(status) >= 300) continue
+        for (const [type, content] of Object.entries<any>(response.content ?? {})) {
+          const where = `${method.toUpperCase()} ${path} ${status} ${type}`
+          expect({ where, example: content.example !== undefined }).toEqual({ where, example: true })
+          if (type === "application/json") expect({ where, misfit: misfit(content.schema, content.example) }).toEqual({ where, misfit: undefined })
+        }
+      }
+    }
+  })
+
+  test("the bearer schemes are declared and attached; groups have readable names and descriptions", () => {
+    const schemes = spec.components.securitySchemes
+    for (const name of ["apiKey", "grantToken", "scimToken", "principalSession"]) {
+      expect(schemes[name]).toMatchObject({ type: "http", scheme: "bearer", description: expect.any(String) })
+    }
+    expect(spec.paths["/v1/vault/credentials/exchange"].post.security).toEqual([{ grantToken: [] }])
+    expect(spec.paths["/v1/agents"].post.security).toEqual([{ apiKey: [] }])
+    const tags = new Map<string, string>(spec.tags.map((t: any) => [t.name, t.description]))
+    for (const { method, path, op } of operations()) {
+      for (const s of op.security ?? []) for (const name of Object.keys(s)) expect({ name, declared: name in schemes }).toEqual({ name, declared: true })
+      for (const tag of op.tags) expect({ where: `${method} ${path}`, tag, described: (tags.get(tag) ?? "").length > 20 }).toEqual({ where: `${method} ${path}`, tag, described: true })
+    }
+    expect([...tags.keys()]).toContain("Consent bundles")
+    expect([...tags.keys()]).not.toContain("consentBundles")
+  })
+
+  test("the event catalogue lists every event type with its data fields; the vault lists its scope forms", () => {
+    const webhooks = spec.tags.find((t: any) => t.name === "Webhooks").description as string
+    for (const type of EVENT_TYPES) expect(webhooks).toContain(`| \`${type}\` | ${EVENT_DATA[type]} |`)
+    expect(webhooks).toContain("`previousStatus`")
+    const vault = spec.tags.find((t: any) => t.name === "Credential vault").description as string
+    for (const form of acceptedScopes("{service}")) expect(vault).toContain(`\`${form}\``)
+  })
+
+  test("where one thing has two names on the wire, the operation says so (item 7)", () => {
+    const describes = (method: string, path: string, ...words: Array<string>) => {
+      for (const word of words) expect({ [`${method} ${path}`]: spec.paths[path][method].description }).toEqual({ [`${method} ${path}`]: expect.stringContaining(word) })
+    }
+    describes("post", "/v1/consent-bundles", "`bundleId`", "`id`", "`userId`", "`principalId`")
+    describes("get", "/v1/consent-bundles", "`id`", "`bundleId`")
+    describes("post", "/v1/authorize", "`principalId`", "`userId`")
+    describes("post", "/v1/tokens/verify", "`principal`", "`principalId`", "`agent`", "`agentId`")
+  })
+
+  test("the request examples that name nothing stored are accepted by the service as they are", async () => {
+    const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks"]
+    for (const path of accepted) {
+      const example = spec.paths[path].post.requestBody.content["application/json"].example
+      const res = await app.request("POST", path, { apiKey: dev.apiKey, body: example })
+      expect({ path, status: res.status, code: res.body?.code }).toEqual({ path, status: path === "/v1/webauthn/register/options" ? 200 : 201, code: undefined })
+    }
+  })
+
+  test("the bodies checked by hand keep their own validation: the typed document changed no answer", async () => {
+    const breach = await app.request("POST", "/v1/dpdp/breaches", { apiKey: dev.apiKey, body: { description: "x", nature: "y", extent: "z", surprise: 1 } })
+    expect([breach.status, breach.body.code, breach.body.message]).toEqual([400, "BAD_REQUEST", "Unknown field surprise"])
+    const sync = await app.request("POST", "/v1/audit/offline-sync", { apiKey: dev.apiKey, body: { bundleId: "bundle_x", entries: Array(1001).fill({}) } })
+    expect([sync.status, sync.body.code]).toEqual([413, "PAYLOAD_TOO_LARGE"])
   })
 })
 

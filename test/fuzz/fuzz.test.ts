@@ -45,7 +45,13 @@ const auth = fc.oneof(
 
 const expectErrorShape = (status: number, headers: Headers, text: string) => {
   expect(status).toBeLessThan(500)
-  if (status >= 400 && (headers.get("content-type") ?? "").includes("json")) {
+  if (status >= 400 && (headers.get("content-type") ?? "").startsWith("application/scim+json")) {
+    // SCIM routes answer RFC 7644 errors (decisions §11)
+    const body = JSON.parse(text)
+    expect(body.schemas).toEqual(["urn:ietf:params:scim:api:messages:2.0:Error"])
+    expect(body.status).toBe(String(status))
+    expect(typeof body.detail).toBe("string")
+  } else if (status >= 400 && (headers.get("content-type") ?? "").includes("json")) {
     const body = JSON.parse(text)
     expect(typeof body.code).toBe("string")
     expect(typeof body.message).toBe("string")

@@ -80,16 +80,20 @@ describe("registration", () => {
       credentialId: authenticator.id,
       principalId: "bob",
       deviceName: "Test key",
+      providerName: null,
+      aaguid: "00000000-0000-0000-0000-000000000000",
       authenticatorType: "platform",
       deviceType: "singleDevice",
+      backupEligible: false,
       backedUp: false,
       transports: ["internal"],
+      useCount: 0,
       createdAt: new Date(START).toISOString(),
       lastUsedAt: null
     })
     const list = await app.request("GET", "/v1/webauthn/credentials?principalId=bob", { apiKey: dev.apiKey })
     expect(list.status).toBe(200)
-    expect(list.body.credentials).toEqual([credential])
+    expect(list.body).toEqual({ credentials: [credential], nextCursor: null })
     expect((await app.request("GET", "/v1/webauthn/credentials?principalId=alice", { apiKey: dev.apiKey })).body.credentials).toEqual([])
     expect((await app.request("GET", "/v1/webauthn/credentials?principalId=bob", { apiKey: other.apiKey })).body.credentials).toEqual([])
     const next = await post("/v1/webauthn/register/options", { principalId: "bob" })
@@ -334,24 +338,12 @@ describe("assertion verification", () => {
 
   test.each([
     ["user not verified", { uv: false }, "user"],
-    ["counter not advanced", { counter: 0 }, "counter"],
     ["forged signature", { signWith: generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey }, "signature"],
     ["wrong RP ID", { rpId: "evil.example" }, "RP ID"],
     ["wrong ceremony type", { type: "webauthn.create" }, "type"]
   ])("400 VERIFICATION_FAILED: %s", async (_, overrides, word) => {
     const { authenticator } = await enrol(`oscar-${word.replace(/\s/g, "")}`)
     const areq = await pendingRequest(`oscar-${word.replace(/\s/g, "")}`)
-    if ("counter" in overrides) {
-      // the stored counter is 1 after a first approval; a cloned key replays counter 1
-      const first = await assertOptions(areq)
-      expect((await verify(first.body.challengeId, authenticator.assert(first.body.publicKey, { counter: 1 }))).status).toBe(200)
-      const second = await assertOptions(await pendingRequest(`oscar-${word.replace(/\s/g, "")}`))
-      const res = await verify(second.body.challengeId, authenticator.assert(second.body.publicKey, { counter: 1 }))
-      expect(res.status).toBe(400)
-      expect(res.body.code).toBe("VERIFICATION_FAILED")
-      expect(res.body.message.toLowerCase()).toContain("counter")
-      return
-    }
     const options = await assertOptions(areq)
     const res = await verify(options.body.challengeId, authenticator.assert(options.body.publicKey, overrides))
     expect(res.status).toBe(400)

@@ -52,11 +52,16 @@ export interface CeremonyOverrides {
   readonly counter?: number
   /** sign with another key (a forged assertion) */
   readonly signWith?: KeyObject
+  /** backup eligible (BE) and backed up (BS) flags (default false) */
+  readonly be?: boolean
+  readonly bs?: boolean
+  /** registration: "packed" self attestation, or full attestation with a certificate chain */
+  readonly attestation?: "self" | { readonly x5c: ReadonlyArray<Uint8Array>; readonly key: KeyObject }
 }
 
 export class SoftAuthenticator {
   readonly credentialId = randomBytes(16)
-  readonly aaguid = Buffer.alloc(16) // zero AAGUID: "none" attestation
+  aaguid = Buffer.alloc(16) // zero AAGUID: "none" attestation
   readonly keys = generateKeyPairSync("ec", { namedCurve: "P-256" })
   counter = 0
   readonly rpId: string
@@ -95,14 +100,19 @@ export class SoftAuthenticator {
 
   /** navigator.credentials.create(), as RegistrationResponseJSON */
   register(publicKey: { challenge: string; rp?: { id?: string } }, o: CeremonyOverrides = {}) {
-    const flags = 0x01 | (o.uv === false ? 0 : 0x04) | 0x40 // UP, UV, AT
+    const flags = 0x01 | (o.uv === false ? 0 : 0x04) | 0x40 | (o.be ? 0x08 : 0) | (o.bs ? 0x10 : 0) // UP, UV, AT, BE, BS
     const idLen = Buffer.alloc(2)
     idLen.writeUInt16BE(this.credentialId.length, 0)
     const attested = Buffer.concat([this.aaguid, idLen, this.credentialId, this.coseKey()])
     const rpId = o.rpId ?? this.rpId
     const authData = Buffer.concat([sha256(rpId), this.authData(flags, o.counter ?? 0, attested).subarray(32)])
-    const attestationObject = cbor({ fmt: "none", attStmt: {}, authData })
     const clientDataJSON = this.clientData(o.type ?? "webauthn.create", publicKey.challenge, o.origin ?? this.origin)
+    const signed = Buffer.concat([authData, sha256(clientDataJSON)])
+    const attestationObject = o.attestation === undefined
+      ? cbor({ fmt: "none", attStmt: {}, authData })
+      : o.attestation === "self"
+      ? cbor({ fmt: "packed", attStmt: { alg: -7, sig: sign("sha256", signed, this.keys.privateKey) }, authData })
+      : cbor({ fmt: "packed", attStmt: { alg: -7, sig: sign("sha256", signed, o.attestation.key), x5c: [...o.attestation.x5c] }, authData })
     return {
       id: this.id,
       rawId: this.id,
@@ -117,7 +127,7 @@ export class SoftAuthenticator {
   assert(publicKey: { challenge: string }, o: CeremonyOverrides = {}) {
     const counter = o.counter ?? this.counter + 1
     this.counter = Math.max(this.counter, counter)
-    const flags = 0x01 | (o.uv === false ? 0 : 0x04)
+    const flags = 0x01 | (o.uv === false ? 0 : 0x04) | (o.be ? 0x08 : 0) | (o.bs ? 0x10 : 0)
     const rpId = o.rpId ?? this.rpId
     const authenticatorData = Buffer.concat([sha256(rpId), this.authData(flags, counter).subarray(32)])
     const clientDataJSON = this.clientData(o.type ?? "webauthn.get", publicKey.challenge, o.origin ?? this.origin)

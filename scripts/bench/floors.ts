@@ -1,0 +1,178 @@
+/**
+ * Full floors (issue 27): bare Bun.serve handlers doing exactly a route's work (the same SQL texts
+ * through the service's own pg pool, the same Redis script through its own client, the same
+ * crypto, the same JSON) without the framework and our plumbing (routing, envelope, headers,
+ * fibers). Every benchmark builds its floors from this module so they all count the same work, and
+ * compares with `compare`: rounds interleaved, CPU per request from /proc for each side.
+ */
+import { Effect } from "effect"
+import { createHash } from "node:crypto"
+import type Pg from "pg"
+import { Counters, type CounterStore } from "../../src/platform/Counters.ts"
+import { PgPool } from "../../src/platform/PgPool.ts"
+import { type LoadResult, makeCpuTally, row } from "./support.ts"
+
+interface Server {
+  readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
+  readonly config: { readonly rateLimits: { readonly scale: number; readonly routeDefault: number; readonly planFree: number; readonly planPro: number; readonly planEnterprise: number; readonly revocationStatus: number } }
+}
+
+export interface FloorDeveloper {
+  readonly id: string
+  readonly name: string
+  readonly email: string | null
+  readonly mode: string
+  readonly plan: "free" | "pro" | "enterprise"
+  readonly fidoRequired: boolean
+  readonly createdAt: Date
+}
+
+/** The service's own clients, and the gate's and authentication's work done plainly. */
+export const floorKit = async (server: Server) => {
+  const pool: Pg.Pool = await server.run(PgPool)
+  const counters: CounterStore = await server.run(Counters)
+  const prefix = `floor_${Math.random().toString(36).slice(2, 8)}:`
+  const figures = server.config.rateLimits
+  const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
+  /** one counter-store call checking and counting every window, the gate's script */
+  const hit = (keys: ReadonlyArray<string>, limits: ReadonlyArray<number>, ttlMs: number): Promise<ReadonlyArray<number>> => {
+    const redis = counters.redis as any
+    if (redis === undefined) {
+      const r = Effect.runSync(counters.hit(keys.map((key, i) => ({ key, limit: limits[i]! })), ttlMs))
+      return Promise.resolve([r.rejectedBy + 1, ...r.counts])
+    }
+    return new Promise((resolve, reject) =>
+      redis.rateHit(keys.length, ...keys, ttlMs, ...limits, (e: unknown, out: Array<number>) => (e ? reject(e) : resolve(out))))
+  }
+  // the API-key cache as the service keeps it: by SHA-256, 5 s, filled by the same statement
+  const keyCache = new Map<string, { developer: FloorDeveloper | undefined; until: number }>()
+  const developerOf = async (authorization: string | null): Promise<FloorDeveloper | undefined> => {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "")
+    if (m === null || !/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(m[1]!)) return undefined
+    const hash = createHash("sha256").update(m[1]!).digest("hex")
+    const cached = keyCache.get(hash)
+    if (cached !== undefined && cached.until > Date.now()) return cached.developer
+    const { rows } = await pool.query(
+      "SELECT id, name, email, mode, plan, fido_required, created_at FROM developers WHERE api_key_hash = $1", [hash])
+    const r = rows[0]
+    const developer = r === undefined ? undefined : { id: r.id, name: r.name, email: r.email, mode: r.mode, plan: r.plan, fidoRequired: r.fido_required, createdAt: r.created_at }
+    keyCache.set(hash, { developer, until: Date.now() + 5_000 })
+    return developer
+  }
+  const windowKeys = (route: string, subject: string) => {
+    const now = Date.now()
+    const windowStart = now - (now % 60_000)
+    return { route: `${prefix}rl:route:${route}:${subject}:${windowStart}`, windowStart }
+  }
+  /** the gate of an API-key route: the developer, then its route window and budget in one call */
+  const apiKeyGate = async (request: Request, route: string, routeLimit: number, budget: "plan" | "revocationStatus" = "plan") => {
+    const developer = await developerOf(request.headers.get("authorization"))
+    if (developer === undefined) return undefined
+    const { route: routeKey, windowStart } = windowKeys(route, "addr:127.0.0.1")
+    const budgetLimit = budget === "revocationStatus" ? figures.revocationStatus
+      : developer.plan === "enterprise" ? figures.planEnterprise : developer.plan === "pro" ? figures.planPro : figures.planFree
+    const out = await hit([routeKey, `${prefix}rl:{${developer.id}}:${budget}:${windowStart}`], [scaled(routeLimit), scaled(budgetLimit)], 120_000)
+    return Number(out[0]) === 0 ? developer : undefined
+  }
+  /** the gate of a grant-token route: its window counted by the token's id */
+  const grantGate = async (jti: string, routeLimit: number) => {
+    const { route } = windowKeys("grant", `jti:${jti}`)
+    const out = await hit([route], [scaled(routeLimit)], 120_000)
+    return Number(out[0]) === 0
+  }
+  return { pool, counters, hit, developerOf, apiKeyGate, grantGate, scaled }
+}
+
+export type FloorKit = Awaited<ReturnType<typeof floorKit>>
+
+/** A bare Bun.serve handler on a free loopback port. */
+export const serveFloor = (fetch: (request: Request) => Promise<Response>) => {
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch })
+  return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) }
+}
+
+/** A promise bounded by `ms`: false when it fails or is late (the health probes' bound). */
+export const bounded = (promise: Promise<unknown>, ms: number): Promise<boolean> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  return Promise.race([
+    promise.then(() => true, () => false),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))
+  ]).finally(() => clearTimeout(timer))
+}
+
+export interface Pair {
+  readonly name: string
+  /** one request to the service; resolves to whether it was answered right */
+  readonly service: () => Promise<boolean>
+  /** the same request to its floor */
+  readonly floor: () => Promise<boolean>
+  /** the target as a fraction of the floor's rate, e.g. 0.65 */
+  readonly target?: number
+}
+
+export interface PairResult {
+  readonly perSecond: number
+  readonly floorPerSecond: number
+  readonly percentOfFloor: number
+  readonly p50Ms: number
+  readonly floorP50Ms: number
+  readonly errors: number
+  readonly floorErrors: number
+  readonly mainMicros: number
+  readonly floorMainMicros: number
+  readonly machineMicros: number
+  readonly floorMachineMicros: number
+  readonly pass?: boolean
+}
+
+const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
+
+/**
+ * Each pair's service and floor take turns in short rounds (so background load falls on both
+ * alike) and the rates and CPU per request are averaged over the rounds; prints one row per pair
+ * with its floor, its ratio, and the CPU per request of each side (event loop / whole machine).
+ */
+export const compare = async (pairs: ReadonlyArray<Pair>, options: { rounds?: number; seconds?: number } = {}): Promise<Record<string, PairResult>> => {
+  const rounds = options.rounds ?? 3
+  const seconds = options.seconds ?? 1.5
+  const runs = pairs.map(() => ({ service: [] as Array<LoadResult>, floor: [] as Array<LoadResult>, tally: makeCpuTally(), floorTally: makeCpuTally() }))
+  for (let i = 0; i < rounds; i++) {
+    for (const [j, pair] of pairs.entries()) {
+      const r = runs[j]!
+      // which side goes first alternates too
+      if (i % 2 === 0) {
+        r.floor.push(await r.floorTally.measure(pair.floor, seconds))
+        r.service.push(await r.tally.measure(pair.service, seconds))
+      } else {
+        r.service.push(await r.tally.measure(pair.service, seconds))
+        r.floor.push(await r.floorTally.measure(pair.floor, seconds))
+      }
+    }
+  }
+  const out: Record<string, PairResult> = {}
+  for (const [j, pair] of pairs.entries()) {
+    const r = runs[j]!
+    const perSecond = Math.round(mean(r.service.map((x) => x.perSecond)))
+    const floorPerSecond = Math.round(mean(r.floor.map((x) => x.perSecond)))
+    const ratio = perSecond / floorPerSecond
+    const cpu = r.tally.perRequest()
+    const floorCpu = r.floorTally.perRequest()
+    const pass = pair.target === undefined ? undefined : ratio >= pair.target
+    const verdict = `${Math.round(ratio * 100)}% of the floor` +
+      (pair.target === undefined ? "" : `; target ≥ ${Math.round(pair.target * 100)}%: ${pass ? "PASS" : "FAIL"}`)
+    const result: PairResult = {
+      perSecond, floorPerSecond, percentOfFloor: Math.round(ratio * 100),
+      p50Ms: Number(mean(r.service.map((x) => x.p50Ms)).toFixed(2)), floorP50Ms: Number(mean(r.floor.map((x) => x.p50Ms)).toFixed(2)),
+      errors: r.service.reduce((a, x) => a + x.errors, 0), floorErrors: r.floor.reduce((a, x) => a + x.errors, 0),
+      mainMicros: Math.round(cpu.main), floorMainMicros: Math.round(floorCpu.main),
+      machineMicros: Math.round(cpu.machine), floorMachineMicros: Math.round(floorCpu.machine),
+      ...(pass === undefined ? {} : { pass })
+    }
+    out[pair.name] = result
+    row(`${pair.name} req/s`, perSecond, floorPerSecond, verdict)
+    row("  p50 ms", result.p50Ms, result.floorP50Ms)
+    row("  CPU per request µs, event loop / machine", `${result.mainMicros} / ${result.machineMicros}`, `${result.floorMainMicros} / ${result.floorMachineMicros}`)
+    if (result.errors + result.floorErrors > 0) row("  errors", result.errors, result.floorErrors)
+  }
+  return out
+}

@@ -1,0 +1,66 @@
+/**
+ * GET /v1/compliance/summary (decisions §15): counts over the window (grants by issue time, audit
+ * entries by time); agents, breaches and bundles as they stand. One statement per table.
+ * `policies`, `directory` and `anomalies` read 0 until sections 13, 11 and 14 land their tables.
+ */
+import { Effect } from "effect"
+import type { Repo } from "./Repo.ts"
+import { iso, type Window } from "./Params.ts"
+
+const BOARD_REPORT_HOURS = 72
+
+export const summaryOf = (repo: Repo, developer: { id: string; plan: string }, window: Window, nowMs: number) =>
+  Effect.gen(function*() {
+    const now = new Date(nowMs)
+    const range = (column: string, params: Array<unknown>) => {
+      let where = ""
+      if (window.since !== undefined) { params.push(window.since); where += ` AND ${column} >= $${params.length}` }
+      if (window.until !== undefined) { params.push(window.until); where += ` AND ${column} <= $${params.length}` }
+      return where
+    }
+    const [agents] = yield* repo.q<any>(`
+      SELECT count(*) AS total,
+             count(*) FILTER (WHERE deleted_at IS NULL AND status = 'active') AS active,
+             count(*) FILTER (WHERE deleted_at IS NULL AND status = 'suspended') AS suspended,
+             count(*) FILTER (WHERE deleted_at IS NOT NULL) AS revoked
+      FROM agents WHERE developer_id = $1`, [developer.id])
+    const gp: Array<unknown> = [developer.id, now]
+    const [grants] = yield* repo.q<any>(`
+      SELECT count(*) AS total,
+             count(*) FILTER (WHERE status = 'active' AND expires_at > $2) AS active,
+             count(*) FILTER (WHERE status = 'revoked') AS revoked,
+             count(*) FILTER (WHERE status = 'active' AND expires_at <= $2) AS expired
+      FROM grants WHERE developer_id = $1${range("issued_at", gp)}`, gp)
+    const ap: Array<unknown> = [developer.id]
+    const [audit] = yield* repo.q<any>(`
+      SELECT count(*) AS total,
+             count(*) FILTER (WHERE status = 'success') AS success,
+             count(*) FILTER (WHERE status = 'failure') AS failure,
+             count(*) FILTER (WHERE status = 'blocked') AS blocked
+      FROM audit_log WHERE developer_id = $1${range("created_at", ap)}`, ap)
+    const [breaches] = yield* repo.q<any>(`
+      SELECT count(*) FILTER (WHERE status <> 'closed') AS open,
+             count(*) FILTER (WHERE status <> 'closed' AND board_detailed_report_sent_at IS NULL
+                                AND aware_at + make_interval(hours => ${BOARD_REPORT_HOURS}) < $2) AS overdue
+      FROM breaches WHERE developer_id = $1`, [developer.id, now])
+    const [bundles] = yield* repo.q<any>(`
+      SELECT count(*) FILTER (WHERE status = 'active') AS active, count(*) FILTER (WHERE status = 'revoked') AS revoked
+      FROM consent_bundles WHERE developer_id = $1`, [developer.id])
+    const n = (v: unknown) => Number(v ?? 0)
+    return {
+      generatedAt: now.toISOString(),
+      since: iso(window.since),
+      until: iso(window.until),
+      agents: { total: n(agents.total), active: n(agents.active), suspended: n(agents.suspended), revoked: n(agents.revoked) },
+      grants: { total: n(grants.total), active: n(grants.active), revoked: n(grants.revoked), expired: n(grants.expired) },
+      auditEntries: { total: n(audit.total), success: n(audit.success), failure: n(audit.failure), blocked: n(audit.blocked) },
+      policies: { total: 0 },
+      plan: developer.plan,
+      breaches: { open: n(breaches.open), overdue: n(breaches.overdue) },
+      consentBundles: { active: n(bundles.active), revoked: n(bundles.revoked) },
+      directory: { users: 0, deprovisioned: 0 },
+      anomalies: { open: 0 }
+    }
+  })
+
+export type Summary = Effect.Effect.Success<ReturnType<typeof summaryOf>>

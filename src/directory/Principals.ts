@@ -1,0 +1,59 @@
+/**
+ * The directory's answer to "may this principal be authorized?" (decisions §11), read by
+ * authorization, consent approval and bundle creation. A principal the directory does not know is
+ * not restricted (developers without SCIM name principals freely); one whose SCIM user is
+ * deactivated or deleted, and not provisioned again, is inactive.
+ *
+ * `describe` is how SSO, policies and anomalies read the directory (never by joining its tables).
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { PrincipalInactive } from "../platform/Errors.ts"
+
+export interface DirectoryPrincipal {
+  readonly scimUserId: string
+  readonly principalId: string
+  readonly userName: string
+  readonly externalId: string | null
+  readonly active: boolean
+  readonly groups: ReadonlyArray<{ readonly id: string; readonly displayName: string }>
+}
+
+export interface DirectoryPrincipalsService {
+  /** the live directory user behind a principal, with its groups; undefined when the directory does not know it */
+  readonly describe: (developerId: string, principalId: string) => Effect.Effect<DirectoryPrincipal | undefined>
+  readonly isInactive: (developerId: string, principalId: string) => Effect.Effect<boolean>
+  /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive */
+  readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
+}
+
+export class DirectoryPrincipals extends Context.Tag("agent-auth/DirectoryPrincipals")<DirectoryPrincipals, DirectoryPrincipalsService>() {}
+
+export const DirectoryPrincipalsLive = Layer.effect(
+  DirectoryPrincipals,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isInactive = (developerId: string, principalId: string) =>
+      sql<{ anyActive: boolean | null }>`
+        SELECT bool_or(active AND deleted_at IS NULL) AS any_active FROM scim_users
+        WHERE developer_id = ${developerId} AND principal_id = ${principalId}`.pipe(
+        Effect.map((rows) => rows[0]?.anyActive === false),
+        Effect.orDie
+      )
+    const requireActive = (developerId: string, principalId: string) =>
+      Effect.flatMap(isInactive(developerId, principalId), (inactive) =>
+        inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void)
+    const describe: DirectoryPrincipalsService["describe"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const [user] = yield* sql<{ id: string; userName: string; externalId: string | null; active: boolean }>`
+          SELECT id, user_name, external_id, active FROM scim_users
+          WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND deleted_at IS NULL`
+        if (user === undefined) return undefined
+        const groups = yield* sql<{ id: string; displayName: string }>`
+          SELECT g.id, g.display_name FROM scim_group_members m JOIN scim_groups g ON g.id = m.group_id
+          WHERE m.user_id = ${user.id} AND g.deleted_at IS NULL ORDER BY g.display_name, g.id LIMIT 1000`
+        return { scimUserId: user.id, principalId, userName: user.userName, externalId: user.externalId, active: user.active, groups }
+      }).pipe(Effect.orDie)
+    return { describe, isInactive, requireActive }
+  })
+)

@@ -1,0 +1,137 @@
+/**
+ * The document's groups (OpenAPI tags) with readable names and what each is for, the event
+ * catalogue (every event type with its `data` fields) and the vault's accepted scope forms, and
+ * the security schemes. Read by Document.ts.
+ */
+import { EVENT_TYPES, type EventType } from "../platform/Events.ts"
+import { acceptedScopes } from "../vault/Service.ts"
+
+/** each event type's `data` fields (ids, statuses and times only; never breach text or principal lists) */
+export const EVENT_DATA: Record<EventType, string> = {
+  "grant.created": "`grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
+  "grant.revoked": "`grantId`, `cascade` (true when descendants were revoked by the same call)",
+  "token.issued": "`tokenId` (the token's jti), `grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
+  "dpdp.breach.recorded": "`breachId`, `status` (`open`), `awareAt`, `affectedCount`, `boardDetailedReportDueAt`",
+  "dpdp.breach.updated": "`breachId`, `status`, `previousStatus` (sent when the status changes)",
+  "dpdp.breach.principal_intimation_due": "`breachId`, `awareAt`, `affectedCount`, `due` (`without_delay`)",
+  "dpdp.breach.board_report_due": "`breachId`, `stage` (`approaching` or `overdue`), `overdue`, `boardDetailedReportDueAt`",
+  "consent_bundle.created": "`bundleId`, `agentId`, `userId`, `scopes`, `grantId`, `offlineExpiresAt`",
+  "consent_bundle.revoked": "`bundleId`, `grantId`, `revokedAt`",
+  "vault.credential.exchanged": "`credentialId`, `service`, `principalId`, `grantId`, `agentId`, `tokenId`, `refreshed`",
+  "budget.threshold": "`grantId`, `pct` (the share spent that was crossed: 50 or 80)",
+  "budget.exhausted": "`grantId`",
+  "vc.issued": "`credentialId`, `grantId`, `agentId`, `format` (`vc+jwt`), `expiresAt`",
+  "vc.revoked": "`credentialId`, `grantId`, `statusPurpose` (`revocation` or `suspension`), `statusSet` (true when the bit was set, false when cleared)",
+  "sd-jwt.issued": "`credentialId`, `grantId`, `agentId`, `format` (`dc+sd-jwt`), `expiresAt`",
+  "sd-jwt.presented": "`credentialId`, `grantId`, `disclosed` (the names of the disclosed claims, never their values)",
+  "principal.grant_revoked": "`grantId` (revoked by the person from their permissions page or session)",
+  "fido.registered": "`id` (the passkey credential's id)",
+  "fido.assertion": "`id` (the passkey used), `authRequestId`, `grantId` (the grant the assertion approved)",
+  "fido.credential.deleted": "`id` (the passkey removed)",
+  "scim.user.provisioned": "`scimUserId`, `principalId`",
+  "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names only, never their values)",
+  "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many of the principal's grants were revoked)",
+  "scim.group.updated": "`groupId`, `added` and `removed` (SCIM user ids)",
+  "billing.quota.threshold": "`meter` (`authorizations` or `token_exchanges`), `pct` (80 or 100), `period` (`YYYY-MM`); once per period",
+  "billing.invoice.created": "`invoiceId`, `period` (`YYYY-MM`)",
+  "billing.subscription.updated": "`plan`, `status`"
+}
+
+const eventCatalogue = () =>
+  [
+    "Every delivery is a POST of `{ id, type, createdAt, data }`. Event types and their `data`:",
+    "",
+    "| type | data |",
+    "| - | - |",
+    ...EVENT_TYPES.map((type) => `| \`${type}\` | ${EVENT_DATA[type]} |`),
+    "",
+    "Signatures: `X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw body>` keyed with the secret string's UTF-8 bytes; the Standard Webhooks " +
+    "headers `webhook-id` (the event id), `webhook-timestamp`, `webhook-signature: v1,<base64>` over `id.timestamp.body`, keyed with the bytes " +
+    "base64-encoded after `whsec_`, so Standard Webhooks libraries verify deliveries as they are. After `rotate-secret` the old secret signs too " +
+    "for 24 hours (one `v1,` entry per secret). Attempts: 5 in all, 30/60/120/240 s apart; any 2xx succeeds; redirects are not followed."
+  ].join("\n")
+
+const scopeForms = () =>
+  acceptedScopes("{service}").map((s) => `\`${s}\``).join(", ")
+
+export const GROUPS: Record<string, { readonly name: string; readonly description: string }> = {
+  system: { name: "System", description: "Health, the token-signing keys (JWKS), Prometheus metrics and this document. No API key; `/metrics` asks for `METRICS_TOKEN` as a bearer when one is configured." },
+  developers: {
+    name: "Developers and API keys",
+    description: "Sign up (the one call without a key: it answers your API key, shown once), read and update your account, rotate the key. " +
+      "Every other `/v1` call sends `Authorization: Bearer <API key>`. Sandbox keys (`sk_test_…`) skip the consent step: `POST /v1/authorize` answers the code at once."
+  },
+  agents: { name: "Agents", description: "The software agents you register, with the scopes they may ever ask for and the redirect URIs consent may return to. Called by your backend." },
+  authorization: {
+    name: "Authorization and consent",
+    description: "The consent flow: your backend asks for authorization (`POST /v1/authorize`), the person approves on the consent page " +
+      "(`/consent?req=…`, public, keyed by the unguessable request id), your backend exchanges the code for a grant token (`POST /v1/token`) and refreshes it."
+  },
+  grants: { name: "Grants and tokens", description: "What a person approved: list, read and revoke grants (with their delegated descendants), delegate to a sub-agent, verify and revoke grant tokens." },
+  audit: { name: "Audit log", description: "Your tamper-evident log: one SHA-256 hash chain per developer. Append entries, list and read them, check the chain." },
+  consentBundles: {
+    name: "Consent bundles",
+    description: "Offline authorization for on-device agents: a grant token, a JWKS snapshot to check it offline and an Ed25519 key to sign the audit entries " +
+      "the device writes while offline. Your backend creates the bundle and hands it to the device; the device never holds your API key."
+  },
+  offlineSync: { name: "Offline audit sync", description: "Upload of the signed, hash-chained entries a device wrote offline, relayed by your backend (which adds the API key)." },
+  vault: {
+    name: "Credential vault",
+    description: "Third-party credentials (OAuth tokens) stored encrypted per principal and service; an agent exchanges its grant token for one. " +
+      `A grant token may exchange the credential of \`{service}\` when it holds any one of these scopes: ${scopeForms()}. ` +
+      "Management answers never carry a token or secret."
+  },
+  breaches: {
+    name: "Breach register (DPDP)",
+    description: "Personal data breaches with the Board's 72-hour detailed-report deadline, status moves (open → initial_intimated → reported → closed) " +
+      "and the intimations to data principals you report as sent. The service notifies no one and files nothing itself; it records and emits events."
+  },
+  budgets: { name: "Budgets", description: "A spending budget per grant: allocate, debit (atomic, never below zero), read the balance and the transactions. Spending past 50 % and 80 % and reaching zero emit events." },
+  domains: { name: "Custom domains", description: "Domains you prove you control with a DNS TXT record." },
+  passkeys: { name: "Passkeys (WebAuthn)", description: "Register a principal's passkeys and approve an authorization request with a passkey assertion (required when your account has `fidoRequired`)." },
+  scimTokens: {
+    name: "Directory: SCIM tokens and settings",
+    description: "The tokens your identity provider's SCIM client uses, and how directory users map to the principals of your grants. See README \"Identity providers\" for what to paste into Okta and Entra ID."
+  },
+  scim: {
+    name: "Directory: SCIM 2.0",
+    description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
+  },
+  webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
+}
+
+/**
+ * The bearer credentials, one scheme each. An operation attaches one by its authentication
+ * middleware's `security` (HttpApiMiddleware.Tag: the API key) or, where the handler reads the
+ * credential itself, by `OpenApi.Override` `{ security: [{ <scheme>: [] }] }` on the endpoint, or
+ * by SECURED_BY below. A capability adding a credential declares its scheme here.
+ */
+export const SECURITY_SCHEMES: Record<string, Record<string, unknown>> = {
+  apiKey: {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "sk_live_… / sk_test_…",
+    description: "Your developer API key, from `POST /v1/signup` (shown once) or `POST /v1/keys/rotate`. Keep it on your backend; never ship it to a device or browser."
+  },
+  grantToken: {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "JWT (RS256)",
+    description: "A grant token (from `POST /v1/token`, a refresh, a delegation or a consent bundle), presented by the agent itself: the vault exchange."
+  },
+  scimToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "A SCIM provisioning token, for the directory's SCIM 2.0 endpoints."
+  },
+  principalSession: {
+    type: "http",
+    scheme: "bearer",
+    description: "A principal session, obtained by a person signing in (SSO or passkey)."
+  }
+}
+
+/** operations whose handler reads its credential itself, with the scheme they accept */
+export const SECURED_BY: Record<string, string> = {
+  "POST /v1/vault/credentials/exchange": "grantToken"
+}

@@ -1,0 +1,263 @@
+/**
+ * Principal sessions (decisions §12): a developer hands a person a short-lived session token so the
+ * person can see which agents may act for them and revoke any of it. The token is stored only as
+ * its SHA-256; it is worth exactly the principal's own views (grants, audit entries, revocation) of
+ * one developer, and nothing else.
+ *
+ * Revocation goes through the one path (Grants.revoke: the grant and every descendant, bundles,
+ * grant.revoked), with `principal.grant_revoked` and an audit-chain entry in the same transaction.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import { describeScope } from "../authorization/Scopes.ts"
+import { Config } from "../Config.ts"
+import { Grants } from "../grants/Service.ts"
+import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
+import { BadRequest, NotFound } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import { newId } from "../platform/Ids.ts"
+import { type CursorPosition, toPage } from "../platform/Pagination.ts"
+import { nowMillis, parseDuration } from "../platform/Time.ts"
+
+export const DEFAULT_SESSION_SECONDS = 3600
+export const MAX_SESSION_SECONDS = 24 * 3600
+
+export interface PrincipalSession {
+  readonly sessionId: string
+  readonly developerId: string
+  readonly principalId: string
+  readonly expiresAt: Date
+}
+
+export type ApprovalMethod = "consent" | "sso" | "passkey" | "policy" | "developer"
+
+export interface PrincipalGrant {
+  readonly grantId: string
+  readonly agentId: string
+  readonly agentName: string
+  readonly agentDid: string
+  /** a suspended agent's grant still counts: the application may set the agent active again */
+  readonly agentStatus: "active" | "suspended"
+  readonly scopes: ReadonlyArray<string>
+  readonly scopeDescriptions: Record<string, string>
+  readonly approvalMethod: ApprovalMethod
+  readonly issuedAt: string
+  readonly expiresAt: string
+  readonly parentGrantId: string | null
+  readonly delegationDepth: number
+}
+
+export interface PrincipalsService {
+  readonly createSession: (
+    developerId: string,
+    input: { readonly principalId: string; readonly expiresIn?: string | undefined }
+  ) => Effect.Effect<{ sessionToken: string; dashboardUrl: string; expiresAt: string }, BadRequest>
+  /** the live session a token names, or undefined (unknown, malformed or expired) */
+  readonly resolve: (token: string) => Effect.Effect<PrincipalSession | undefined>
+  readonly grants: (
+    session: PrincipalSession,
+    page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
+  ) => Effect.Effect<{ grants: Array<PrincipalGrant>; nextCursor: string | null }>
+  readonly audit: (
+    session: PrincipalSession,
+    page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
+  ) => Effect.Effect<{ entries: Array<ReturnType<typeof rowToEntry>>; nextCursor: string | null }>
+  /** one of the principal's active grants and its active delegated descendants (nearest first), or undefined */
+  readonly grantTree: (
+    session: PrincipalSession,
+    grantId: string
+  ) => Effect.Effect<{ grant: PrincipalGrant; delegated: Array<PrincipalGrant> } | undefined>
+  /** revokes one of the principal's grants (and its descendants); NotFound for any other grant */
+  readonly revoke: (session: PrincipalSession, grantId: string) => Effect.Effect<{ readonly revoked: ReadonlyArray<string> }, NotFound>
+}
+
+export class Principals extends Context.Tag("agent-auth/Principals")<Principals, PrincipalsService>() {}
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
+const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/
+
+/**
+ * How a grant was made: the stored method, else derived from what made it: an authorization request
+ * approved with or without a passkey (directly, or consumed by the consent bundle that holds the
+ * grant), else the application (a bundle without consent, a delegation, a sandbox's automatic approval).
+ */
+const GRANT_SELECT = `
+  SELECT g.id, g.agent_id, a.name AS agent_name, a.status AS agent_status, g.scopes, g.issued_at, g.expires_at,
+         g.parent_grant_id, g.delegation_depth, g.created_at,
+         COALESCE(g.approval_method,
+           CASE WHEN r.fido_verified_at IS NOT NULL THEN 'passkey'
+                WHEN r.id IS NOT NULL AND d.mode <> 'sandbox' THEN 'consent'
+                ELSE 'developer' END) AS approval_method
+  FROM grants g
+  JOIN agents a ON a.id = g.agent_id
+  JOIN developers d ON d.id = g.developer_id
+  LEFT JOIN LATERAL (
+    SELECT id, fido_verified_at FROM auth_requests WHERE grant_id = g.id
+    UNION ALL
+    SELECT ar.id, ar.fido_verified_at FROM consent_bundles b JOIN auth_requests ar ON ar.consumed_by_bundle_id = b.id
+    WHERE b.grant_id = g.id
+    LIMIT 1
+  ) r ON true`
+
+interface GrantRow {
+  readonly id: string
+  readonly agentId: string
+  readonly agentName: string
+  readonly agentStatus: "active" | "suspended"
+  readonly scopes: ReadonlyArray<string>
+  readonly issuedAt: Date
+  readonly expiresAt: Date
+  readonly parentGrantId: string | null
+  readonly delegationDepth: number
+  readonly createdAt: Date
+  readonly approvalMethod: ApprovalMethod
+}
+
+const AUDIT_COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash, timestamp,
+  status, seq, created_at`
+
+export const PrincipalsLive = Layer.effect(
+  Principals,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const grants = yield* Grants
+    const events = yield* Events
+    const chain = yield* AuditChain
+
+    const createSession: PrincipalsService["createSession"] = (developerId, input) =>
+      Effect.gen(function*() {
+        const seconds = input.expiresIn === undefined ? DEFAULT_SESSION_SECONDS : parseDuration(input.expiresIn)
+        if (seconds === undefined || seconds > MAX_SESSION_SECONDS) {
+          return yield* Effect.fail(new BadRequest({
+            message: "expiresIn must look like 90s, 15m or 24h and be at most 24h",
+            details: [{ path: "expiresIn", message: "a duration of at most 24h" }]
+          }))
+        }
+        const ms = yield* nowMillis
+        const sessionToken = `pst_${randomBytes(32).toString("base64url")}`
+        const expiresAt = new Date(ms + seconds * 1000)
+        yield* sql`INSERT INTO principal_sessions (id, developer_id, principal_id, token_hash, created_at, expires_at)
+                   VALUES (${newId("psess", ms)}, ${developerId}, ${input.principalId}, ${sha256(sessionToken)},
+                           ${new Date(ms)}, ${expiresAt})`.pipe(Effect.orDie)
+        return {
+          sessionToken,
+          dashboardUrl: `${config.publicBaseUrl}/permissions#session=${sessionToken}`,
+          expiresAt: expiresAt.toISOString()
+        }
+      })
+
+    const resolve: PrincipalsService["resolve"] = (token) =>
+      Effect.gen(function*() {
+        if (!TOKEN_SHAPE.test(token)) return undefined
+        const ms = yield* nowMillis
+        const rows = yield* sql<{ id: string; developerId: string; principalId: string; expiresAt: Date }>`
+          SELECT id, developer_id, principal_id, expires_at FROM principal_sessions
+          WHERE token_hash = ${sha256(token)} AND expires_at > ${new Date(ms)}`.pipe(Effect.orDie)
+        const row = rows[0]
+        return row === undefined
+          ? undefined
+          : { sessionId: row.id, developerId: row.developerId, principalId: row.principalId, expiresAt: row.expiresAt }
+      })
+
+    const toView = (g: GrantRow): PrincipalGrant => ({
+      grantId: g.id,
+      agentId: g.agentId,
+      agentName: g.agentName,
+      agentDid: grants.agentDid(g.agentId),
+      agentStatus: g.agentStatus,
+      scopes: [...g.scopes],
+      scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, describeScope(s)])),
+      approvalMethod: g.approvalMethod,
+      issuedAt: g.issuedAt.toISOString(),
+      expiresAt: g.expiresAt.toISOString(),
+      parentGrantId: g.parentGrantId,
+      delegationDepth: g.delegationDepth
+    })
+
+    const grantTree: PrincipalsService["grantTree"] = (session, grantId) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql.unsafe<GrantRow>(
+          `WITH RECURSIVE tree AS (
+             SELECT id FROM grants WHERE id = $1 AND developer_id = $2 AND principal_id = $3
+             UNION ALL
+             SELECT c.id FROM grants c JOIN tree t ON c.parent_grant_id = t.id
+           )
+           ${GRANT_SELECT}
+           WHERE g.id IN (SELECT id FROM tree) AND g.status = 'active' AND g.expires_at > $4 AND a.deleted_at IS NULL
+           ORDER BY g.delegation_depth, g.created_at, g.id`,
+          [grantId, session.developerId, session.principalId, new Date(ms)]
+        ).pipe(Effect.orDie)
+        const root = rows.find((g) => g.id === grantId)
+        return root === undefined ? undefined : { grant: toView(root), delegated: rows.filter((g) => g.id !== grantId).map(toView) }
+      })
+
+    const listGrants: PrincipalsService["grants"] = (session, page) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const params: Array<unknown> = [session.developerId, session.principalId, new Date(ms)]
+        let after = ""
+        if (page.cursor) {
+          params.push(new Date(page.cursor.createdAt), page.cursor.id)
+          after = ` AND (g.created_at, g.id) < ($4, $5)`
+        }
+        params.push(page.limit + 1)
+        const rows = yield* sql.unsafe<GrantRow>(
+          `${GRANT_SELECT}
+           WHERE g.developer_id = $1 AND g.principal_id = $2 AND g.status = 'active' AND g.expires_at > $3
+             AND a.deleted_at IS NULL${after}
+           ORDER BY g.created_at DESC, g.id DESC LIMIT $${params.length}`,
+          params as any
+        ).pipe(Effect.orDie)
+        const { page: shown, nextCursor } = toPage(rows, page.limit)
+        return { grants: shown.map(toView), nextCursor }
+      })
+
+    const audit: PrincipalsService["audit"] = (session, page) =>
+      Effect.gen(function*() {
+        const params: Array<unknown> = [session.developerId, session.principalId]
+        let after = ""
+        if (page.cursor) {
+          params.push(new Date(page.cursor.createdAt), page.cursor.id)
+          after = ` AND (created_at, id) < ($3, $4)`
+        }
+        params.push(page.limit + 1)
+        const rows = yield* sql.unsafe<any>(
+          `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE developer_id = $1 AND principal_id = $2${after}
+           ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+          params as any
+        ).pipe(Effect.orDie)
+        const { page: shown, nextCursor } = toPage(rows, page.limit)
+        return { entries: shown.map(rowToEntry), nextCursor }
+      })
+
+    const revoke: PrincipalsService["revoke"] = (session, grantId) =>
+      sql.withTransaction(Effect.gen(function*() {
+        // principal revocations of one grant take turns, so only the first reports it (event, audit entry)
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`principal-revoke:${grantId}`}))`
+        const grant = yield* grants.find(session.developerId, grantId)
+        // another principal's grant is answered like an unknown one
+        if (grant === undefined || grant.principalId !== session.principalId) {
+          return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
+        }
+        const revoked = (yield* grants.revoke(session.developerId, grantId)) ?? []
+        if (grant.status === "active") {
+          yield* events.emit(session.developerId, "principal.grant_revoked", { grantId })
+          yield* chain.append({
+            developerId: session.developerId,
+            action: "service.principal.grant_revoked",
+            agentId: grant.agentId,
+            agentDid: grants.agentDid(grant.agentId),
+            grantId,
+            principalId: session.principalId,
+            metadata: { sessionId: session.sessionId, revokedGrantIds: [...revoked] }
+          })
+        }
+        return { revoked }
+      })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    return { createSession, resolve, grants: listGrants, grantTree, audit, revoke }
+  })
+)

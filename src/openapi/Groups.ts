@@ -97,6 +97,12 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     name: "Directory: SCIM 2.0",
     description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
   },
+  billing: {
+    name: "Billing and usage",
+    description: "Your plan, its limits and this month's use, invoices issued when a month closes, and usage per day. Quotas of a plan without an overage price " +
+      "stop `POST /v1/authorize` and code exchange at 100 % (402 `QUOTA_EXCEEDED`); refresh never stops. Checkout and portal need a payment provider (503 until one is configured)."
+  },
+  billingProvider: { name: "Billing provider", description: "The payment provider's event endpoint (no API key). Answers 503 until a provider is configured." },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }
 

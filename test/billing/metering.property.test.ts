@@ -70,7 +70,10 @@ const stats = { ok: 0, refusedByQuota: 0, unavailable: 0, outages: 0 }
 
 test("invoice quantities equal the durable counts and the successes seen, across a month boundary with Redis outages", async () => {
   await fc.assert(
-    fc.asyncProperty(fc.array(opArb, { minLength: 8, maxLength: 30 }), fc.integer({ min: 1, max: 4 }), async (ops, width) => {
+    fc.asyncProperty(fc.array(opArb, { minLength: 8, maxLength: 30 }), fc.integer({ min: 1, max: 4 }), fc.nat(), async (generated, width, at) => {
+      // every run stops the store at least once, somewhere among its operations
+      const ops = [...generated]
+      ops.splice(at % (ops.length + 1), 0, { t: "redis", up: false })
       // run n uses months 2n and 2n+1 of 2027 (time only moves forward)
       const boundary = Date.UTC(2027, 2 * run + 1, 1)
       run++

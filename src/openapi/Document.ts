@@ -9,6 +9,7 @@
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
+import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
@@ -23,7 +24,7 @@ export interface OperationDoc {
   readonly response?: unknown
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...DIRECTORY_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...DIRECTORY_OPERATIONS, ...BILLING_OPERATIONS }
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {

@@ -44,6 +44,8 @@ import m0019 from "./0019_webhook_rotation.sql" with { type: "text" }
 import m0020 from "./0020_operator_gauges.sql" with { type: "text" }
 // @ts-ignore text import
 import m0022 from "./0022_policies.sql" with { type: "text" }
+// @ts-ignore text import
+import m0023 from "./0023_billing.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -66,5 +68,6 @@ export const migrations: Record<string, string> = {
   "0018_principals_passkeys": m0018,
   "0019_webhook_rotation": m0019,
   "0020_operator_gauges": m0020,
-  "0022_policies": m0022
+  "0022_policies": m0022,
+  "0023_billing": m0023
 }

@@ -3,6 +3,7 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi } from "./agents/Api.ts"
 import { AuditApi } from "./audit/Api.ts"
 import { AuthorizationApi } from "./authorization/Api.ts"
+import { BillingApi, BillingProviderApi } from "./billing/Api.ts"
 import { BreachesApi } from "./breaches/Api.ts"
 import { BudgetsApi } from "./budgets/Api.ts"
 import { ComplianceApi } from "./compliance/Api.ts"
@@ -45,6 +46,8 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(PrincipalApi)
   .add(PermissionsPageApi)
   .add(PoliciesApi)
+  .add(BillingApi)
+  .add(BillingProviderApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

@@ -6,6 +6,7 @@ import { Context, Layer } from "effect"
 import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { BlockList, isIP } from "node:net"
+import { loadPlans, type Plans, PlansProblem } from "./billing/Plans.ts"
 
 /**
  * Every environment variable the service reads, with its default: the source of `agent-auth --help`,
@@ -47,6 +48,7 @@ export const VARIABLES: ReadonlyArray<{ readonly name: string; readonly default:
   { name: "WEBHOOK_ENDPOINTS_FREE", default: "30", meaning: "endpoints per developer on the free plan" },
   { name: "WEBHOOK_ENDPOINTS_PRO", default: "200", meaning: "" },
   { name: "WEBHOOK_ENDPOINTS_ENTERPRISE", default: "none", meaning: "" },
+  { name: "PLANS_FILE", default: "unset", meaning: "JSON file of plans (limits, monthly fee, overage) replacing or adding to the seeded ones" },
   { name: "WEBHOOK_ENDPOINT_CONCURRENCY", default: "4", meaning: "sends in flight per endpoint" },
   { name: "WEBHOOK_DEVELOPER_CONCURRENCY", default: "16", meaning: "per developer, all instances" },
   { name: "WEBHOOK_CONCURRENCY", default: "50", meaning: "per instance" },
@@ -119,6 +121,8 @@ export interface AppConfig {
   readonly rateLimits: RateLimitFigures
   /** decisions §13: built-in rules and Cedar always; OPA over HTTP when `backend` is "opa" */
   readonly policy: { readonly backend: "builtin" | "opa"; readonly opaUrl: string | undefined; readonly opaTimeoutMs: number }
+  /** decisions §16: every plan's limits, fee and overage prices (defaults, WEBHOOK_ENDPOINTS_*, PLANS_FILE) */
+  readonly plans: Plans
   readonly dnsResolver: string | undefined
   readonly metricsToken: string | undefined
   readonly logLevel: "debug" | "info" | "warn" | "error" | "none"
@@ -448,6 +452,17 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (policyBackend !== "builtin" && policyBackend !== "opa") throw new ConfigError("POLICY_BACKEND", "must be builtin or opa")
   const opaUrl = env.OPA_URL?.trim() ? url("OPA_URL", env.OPA_URL.trim(), ["http:", "https:"]) : undefined
   if (policyBackend === "opa" && opaUrl === undefined) throw new ConfigError("OPA_URL", "is required when POLICY_BACKEND=opa")
+  const endpointLimits = {
+    free: limitOrNone(env, "WEBHOOK_ENDPOINTS_FREE", 30),
+    pro: limitOrNone(env, "WEBHOOK_ENDPOINTS_PRO", 200),
+    enterprise: limitOrNone(env, "WEBHOOK_ENDPOINTS_ENTERPRISE", null)
+  }
+  let plans: Plans
+  try {
+    plans = loadPlans(endpointLimits, env.PLANS_FILE?.trim() || undefined)
+  } catch (e) {
+    throw new ConfigError("PLANS_FILE", e instanceof PlansProblem ? e.message : "is malformed")
+  }
   const dataDir = databaseUrl.startsWith("pglite://") && databaseUrl !== "pglite://memory"
     ? databaseUrl.slice("pglite://".length)
     : undefined
@@ -479,10 +494,11 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       retryBaseSeconds: positiveNumber(env, "WEBHOOK_RETRY_BASE_SECONDS", 30),
       timeoutSeconds: positiveNumber(env, "WEBHOOK_TIMEOUT_SECONDS", 10),
       maxAttempts: integer(env, "WEBHOOK_MAX_ATTEMPTS", 5, 1),
+      // the plans' webhook caps (PLANS_FILE may change them); kept here for readers of the old field
       endpointLimits: {
-        free: limitOrNone(env, "WEBHOOK_ENDPOINTS_FREE", 30),
-        pro: limitOrNone(env, "WEBHOOK_ENDPOINTS_PRO", 200),
-        enterprise: limitOrNone(env, "WEBHOOK_ENDPOINTS_ENTERPRISE", null)
+        free: plans.free?.limits.webhooks ?? null,
+        pro: plans.pro?.limits.webhooks ?? null,
+        enterprise: plans.enterprise?.limits.webhooks ?? null
       },
       endpointConcurrency: integer(env, "WEBHOOK_ENDPOINT_CONCURRENCY", 4, 1),
       developerConcurrency: integer(env, "WEBHOOK_DEVELOPER_CONCURRENCY", 16, 1),
@@ -506,6 +522,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
     policy: { backend: policyBackend, opaUrl, opaTimeoutMs: integer(env, "OPA_TIMEOUT_MS", 2000, 1) },
+    plans,
     dnsResolver: env.DNS_RESOLVER?.trim() ? checkResolver(env.DNS_RESOLVER.trim()) : undefined,
     metricsToken: env.METRICS_TOKEN?.trim() || undefined,
     logLevel,

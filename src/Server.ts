@@ -13,6 +13,9 @@ import { AuditHttp } from "./audit/Http.ts"
 import { AuditLive } from "./audit/Service.ts"
 import { AuthorizationHttp } from "./authorization/Http.ts"
 import { AuthorizationLive } from "./authorization/Service.ts"
+import { BillingHttp, BillingProviderHttp } from "./billing/Http.ts"
+import { BillingLive } from "./billing/Entitlements.ts"
+import { WorkerLive as BillingCloseWorker } from "./billing/Worker.ts"
 import { BreachesHttp } from "./breaches/Http.ts"
 import { BreachesLive } from "./breaches/Service.ts"
 import { WorkerLive as BreachDeadlineWorker } from "./breaches/Worker.ts"
@@ -115,6 +118,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   ).pipe(
     // policies are read by authorization, grants, bundles and the vault (decisions §13)
     Layer.provideMerge(PolicyEngineLive.pipe(Layer.provide(DirectoryPrincipalsLive))),
+    Layer.provideMerge(BillingLive),
     Layer.provideMerge(Platform)
   )
   const Handlers = Layer.mergeAll(
@@ -139,7 +143,9 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PrincipalSessionsHttp,
     PrincipalHttp,
     PermissionsPageHttp,
-    PoliciesHttp
+    PoliciesHttp,
+    BillingHttp,
+    BillingProviderHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -147,7 +153,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive, BillingCloseWorker)
   // the dependency monitor runs wherever the service serves (tests that start no fibers start none)
   const Monitor = options.workers === false ? Layer.empty : DependencyMonitorLive
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))

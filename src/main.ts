@@ -23,7 +23,10 @@ const COMMANDS: ReadonlyArray<{ readonly name: string; readonly usage: string; r
   { name: "developers list", usage: "developers list [--limit N]", does: "the newest developers (100 by default, at most 1000)", env: "database" },
   { name: "developers show", usage: "developers show <developerId|email>", does: "one developer: plan, mode, settings, agent count", env: "database" },
   { name: "developers create", usage: "developers create --name <name> --email <email> [--plan free|pro|enterprise] [--mode live|sandbox]", does: "create a developer and print its API key, once (for SIGNUP_ENABLED=false)", env: "database" },
-  { name: "developers set-plan", usage: "developers set-plan <developerId> <free|pro|enterprise>", does: "change a developer's plan", env: "database" },
+  { name: "developers set-plan", usage: "developers set-plan <developerId> <plan>", does: "change a developer's plan (any plan in the plans table; also `billing set-plan`)", env: "database" },
+  { name: "billing set-plan", usage: "billing set-plan <developerId> <plan>", does: "the same as developers set-plan", env: "database" },
+  { name: "billing close-period", usage: "billing close-period [--period YYYY-MM]", does: "invoice a month that has ended (default: last month); idempotent", env: "database" },
+  { name: "billing mark-paid", usage: "billing mark-paid <invoiceId>", does: "mark an open invoice paid", env: "database" },
   { name: "keys generate", usage: "keys generate", does: "print a new RSA private key (PEM) for RSA_PRIVATE_KEY" },
   { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials and webhook secrets under the active key", env: "database" }
 ]

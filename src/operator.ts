@@ -5,6 +5,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AppConfig } from "./Config.ts"
+import { billingCommands } from "./billing/Commands.ts"
+import { Events, EventsLive } from "./platform/Events.ts"
 import { newApiKey } from "./developers/Service.ts"
 import { hashApiKey } from "./platform/Auth.ts"
 import { newId } from "./platform/Ids.ts"
@@ -42,11 +44,25 @@ const COLUMNS = "id, name, email, mode, plan, fido_required, created_at"
 
 const setPlan: OperatorCommand = ([developerId, plan]) =>
   Effect.gen(function*() {
-    if (developerId === undefined || !PLANS.includes(plan ?? "")) {
-      return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <free|pro|enterprise>"))
+    if (developerId === undefined || plan === undefined) {
+      return yield* Effect.fail(new Error("usage: agent-auth developers set-plan <developerId> <plan>"))
     }
     const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`.pipe(
+    // decisions §16: any plan in the plans table (seeded, or added by PLANS_FILE at the last start)
+    const known = yield* sql<{ code: string }>`SELECT code FROM plans ORDER BY code`.pipe(Effect.mapError(dbError))
+    if (!known.some((p) => p.code === plan)) {
+      return yield* Effect.fail(new Error(`unknown plan "${plan}"; the plans are ${known.map((p) => p.code).join(", ")}`))
+    }
+    // the change and its billing.subscription.updated event commit together (decisions §16)
+    const rows = yield* sql.withTransaction(Effect.gen(function*() {
+      const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`
+      if (rows.length > 0) {
+        const events = yield* Events
+        yield* events.emit(developerId, "billing.subscription.updated", { plan: plan!, status: "active" })
+      }
+      return rows
+    })).pipe(
+      Effect.provide(EventsLive),
       Effect.mapError(dbError)
     )
     if (rows.length === 0) return yield* Effect.fail(new Error(`no developer ${developerId}`))
@@ -124,5 +140,7 @@ export const operatorCommands: Record<string, OperatorCommand> = {
   "developers show": show,
   "developers create": create,
   "developers set-plan": setPlan,
-  "vault rekey": rekeyCommand
+  "vault rekey": rekeyCommand,
+  "billing set-plan": setPlan,
+  ...billingCommands
 }

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { ApiKeyRouteErrors, BadRequest, BodyErrors, InvalidRedirectUri, NotFound } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, InvalidRedirectUri, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 
 export const Scope = Schema.String.pipe(
   Schema.minLength(1),
@@ -43,6 +43,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addError(BadRequest)
       .addError(InvalidRedirectUri)
       .addError(BodyErrors)
+      .addError(PlanLimitExceeded)
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/agents")

@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
+import { Entitlements } from "../billing/Entitlements.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { Agents } from "./Service.ts"
@@ -8,9 +9,11 @@ import { Agents } from "./Service.ts"
 export const AgentsHttp = HttpApiBuilder.group(Api, "agents", (handlers) =>
   Effect.gen(function*() {
     const agents = yield* Agents
+    const entitlements = yield* Entitlements
     return handlers
+      // decisions §16: the plan's agent cap (402 PLAN_LIMIT_EXCEEDED), counted in the creating transaction
       .handle("create", ({ payload }) =>
-        Effect.flatMap(CurrentDeveloper, (d) => Effect.map(agents.create(d.id, payload), agents.view)))
+        Effect.flatMap(CurrentDeveloper, (d) => Effect.map(entitlements.withinCap(d, "agents", agents.create(d.id, payload)), agents.view)))
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper

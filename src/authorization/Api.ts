@@ -11,7 +11,7 @@ import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
   InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PolicyDenied, PrincipalInactive,
-  PublicRouteErrors, RequestNotPending
+  PublicRouteErrors, QuotaExceeded, RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -64,6 +64,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(AgentSuspended)
       .addError(PrincipalInactive)
       .addError(InvalidScopes)
+      .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 10, authorizeBucket: true })
@@ -76,6 +77,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(BodyErrors)
       .addError(InvalidGrant)
       .addError(AgentSuspended)
+      .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 20 })

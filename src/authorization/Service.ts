@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
+import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
 import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
@@ -17,7 +18,7 @@ import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied, type PrincipalInactive
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied, type PrincipalInactive, type QuotaExceeded
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -104,7 +105,7 @@ export interface AuthorizationService {
       authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string
       policyEnforced?: true; effect?: "allow"; policyId?: string
     },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied | QuotaExceeded
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -117,7 +118,7 @@ export interface AuthorizationService {
   readonly exchangeCode: (
     developer: Developer,
     input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
-  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest>
+  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest | QuotaExceeded>
   readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
   /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
   readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
@@ -144,6 +145,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
     const policyEngine = yield* PolicyEngine
+    const entitlements = yield* Entitlements
 
     const loadRequest = (id: string, lock = false) =>
       sql.unsafe<AuthRequestRecord>(
@@ -224,6 +226,8 @@ export const AuthorizationServiceLive = Layer.effect(
         const byPolicy = policy.autoApprove !== undefined && !developer.fidoRequired && !(yield* policyEngine.ssoEnforced(developer.id))
           ? policy.autoApprove.policyId
           : undefined
+        // decisions §16: the monthly authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
+        yield* entitlements.admit(developer, "authorizations")
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
@@ -355,6 +359,8 @@ export const AuthorizationServiceLive = Layer.effect(
         }
         // decisions §18: the credential asked for is checked before the code is spent
         const wanted = yield* credentials.parseRequest(input)
+        // decisions §16: the monthly token-exchange quota (refresh is never checked)
+        yield* entitlements.admit(developer, "token_exchanges")
         // A replay revokes the grant and must commit even though the request fails.
         const outcome = yield* sql.withTransaction(Effect.gen(function*() {
           const ms = yield* nowMillis

@@ -169,6 +169,9 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const expiresAt = new Date(ms + ttl * 1000)
         const scopes = [...new Set(input.scopes)]
         const id = newId("bundle", ms)
+        // a principal the directory deactivated is refused as such (403 PRINCIPAL_INACTIVE) before any
+        // policy is asked (checked again under the transaction below)
+        yield* principals.requireActive(developerId, input.userId)
         // decisions §13: policies may deny a bundle (403 POLICY_DENIED); checked before the transaction so the denial is logged
         yield* policyEngine.guard("bundle.create", { developerId, agentId: input.agentId, principalId: input.userId, scopes })
         return yield* sql.withTransaction(Effect.gen(function*() {

@@ -9,6 +9,7 @@
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
+import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
 import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
@@ -31,7 +32,7 @@ export interface OperationDoc {
 
 export const OPERATIONS: Record<string, OperationDoc> = {
   ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...DIRECTORY_OPERATIONS,
-  ...POLICY_OPERATIONS
+  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS
 }
 
 /** bodies read by hand, typed here for the document only */

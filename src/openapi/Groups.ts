@@ -32,7 +32,10 @@ export const EVENT_DATA: Record<EventType, string> = {
   "scim.user.provisioned": "`scimUserId`, `principalId`",
   "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names only, never their values)",
   "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many of the principal's grants were revoked)",
-  "scim.group.updated": "`groupId`, `added` and `removed` (SCIM user ids)"
+  "scim.group.updated": "`groupId`, `added` and `removed` (SCIM user ids)",
+  "billing.quota.threshold": "`meter` (`authorizations` or `token_exchanges`), `pct` (80 or 100), `period` (`YYYY-MM`); once per period",
+  "billing.invoice.created": "`invoiceId`, `period` (`YYYY-MM`)",
+  "billing.subscription.updated": "`plan`, `status`"
 }
 
 const eventCatalogue = () =>
@@ -139,6 +142,12 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     name: "Directory: SCIM 2.0",
     description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
   },
+  billing: {
+    name: "Billing and usage",
+    description: "Your plan, its limits and this month's use, invoices issued when a month closes, and usage per day. Quotas of a plan without an overage price " +
+      "stop `POST /v1/authorize` and code exchange at 100 % (402 `QUOTA_EXCEEDED`); refresh never stops. Checkout and portal need a payment provider (503 until one is configured)."
+  },
+  billingProvider: { name: "Billing provider", description: "The payment provider's event endpoint (no API key). Answers 503 until a provider is configured." },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }
 

@@ -31,11 +31,45 @@ export interface CounterStore {
   readonly hit: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Effect.Effect<HitResult, CounterStoreUnavailable>
   readonly ping: Effect.Effect<void, CounterStoreUnavailable>
   readonly kind: "redis" | "memory"
+  /**
+   * Billing quotas (decisions §16): takes up to `want` units while the counter is below `limit`.
+   * Answers the count after, the units granted (0: at the limit) and the counter's remaining life,
+   * or `missing` when there is no counter (the caller seeds it from durable rows).
+   */
+  readonly quotaHit: (key: string, limit: number, want: number) => Effect.Effect<QuotaHit, CounterStoreUnavailable>
+  /** "nx" sets a missing counter, "max" raises it, "set" replaces it (expiring after ttlMs); "refund" takes `value` back */
+  readonly quotaSeed: (key: string, value: number, ttlMs: number, mode: "nx" | "max" | "set" | "refund") => Effect.Effect<void, CounterStoreUnavailable>
   /** prefix for every key; tests give each app its own */
   readonly prefix: string
   /** the Redis client itself (benchmark floors make the same call through it) */
   readonly redis?: Redis
 }
+
+export type QuotaHit =
+  | { readonly missing: true }
+  | { readonly missing: false; readonly count: number; readonly granted: number; readonly ttlMs: number }
+
+const QUOTA_HIT_SCRIPT = `
+local c = redis.call('GET', KEYS[1])
+if not c then return {-1, 0, 0} end
+c = tonumber(c)
+local room = tonumber(ARGV[1]) - c
+local want = tonumber(ARGV[2])
+if room <= 0 then return {c, 0, redis.call('PTTL', KEYS[1])} end
+if want > room then want = room end
+return {redis.call('INCRBY', KEYS[1], want), want, redis.call('PTTL', KEYS[1])}
+`
+const QUOTA_SEED_SCRIPT = `
+local c = redis.call('GET', KEYS[1])
+if ARGV[3] == 'refund' then
+  if c then redis.call('DECRBY', KEYS[1], ARGV[1]) end
+  return 0
+end
+if ARGV[3] == 'nx' and c then return 0 end
+if ARGV[3] == 'max' and c and tonumber(c) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`
 
 export class Counters extends Context.Tag("agent-auth/Counters")<Counters, CounterStore>() {}
 
@@ -67,10 +101,35 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
     if (entry === undefined || entry.expiresAt <= now) return 0
     return entry.count
   }
+  const quotas = new Map<string, { count: number; expiresAt: number }>()
+  const quota = (key: string) => {
+    const entry = quotas.get(key)
+    if (entry !== undefined && entry.expiresAt <= Date.now()) quotas.delete(key)
+    return entry !== undefined && entry.expiresAt > Date.now() ? entry : undefined
+  }
   return {
     kind: "memory",
     prefix,
     ping: Effect.void,
+    quotaHit: (key, limit, want) =>
+      Effect.sync((): QuotaHit => {
+        const entry = quota(key)
+        if (entry === undefined) return { missing: true }
+        const granted = Math.max(0, Math.min(want, limit - entry.count))
+        entry.count += granted
+        return { missing: false, count: entry.count, granted, ttlMs: entry.expiresAt - Date.now() }
+      }),
+    quotaSeed: (key, value, ttlMs, mode) =>
+      Effect.sync(() => {
+        const entry = quota(key)
+        if (mode === "refund") {
+          if (entry !== undefined) entry.count -= value
+          return
+        }
+        if (mode === "nx" && entry !== undefined) return
+        if (mode === "max" && entry !== undefined && entry.count >= value) return
+        quotas.set(key, { count: value, expiresAt: Date.now() + ttlMs })
+      }),
     hit: (checks, ttlMs) =>
       Effect.sync(() => {
         // Real time for expiry bookkeeping only; window keys already carry the (Clock) window start.
@@ -116,6 +175,8 @@ const makeRedisStore = (url: string, prefix: string) =>
         // connection errors surface on each command; this handler keeps ioredis from printing them
       })
       client.defineCommand("rateHit", { lua: HIT_SCRIPT })
+      client.defineCommand("quotaHit", { numberOfKeys: 1, lua: QUOTA_HIT_SCRIPT })
+      client.defineCommand("quotaSeed", { numberOfKeys: 1, lua: QUOTA_SEED_SCRIPT })
       return client
     }),
     (client) => Effect.promise(() => client.quit().catch(() => client.disconnect())).pipe(Effect.ignore)
@@ -128,6 +189,25 @@ const makeRedisStore = (url: string, prefix: string) =>
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
+      // resumed from ioredis's callback, as `hit` is: authorize and code exchange wait on it
+      quotaHit: (key, limit, want) =>
+        Effect.async<QuotaHit, CounterStoreUnavailable>((resume) => {
+          ;(client as any).quotaHit(key, limit, want, (error: unknown, out: [number, number, number]) => {
+            if (error) resume(Effect.fail(new CounterStoreUnavailable({ cause: error })))
+            else {
+              resume(Effect.succeed(
+                Number(out[0]) < 0
+                  ? { missing: true }
+                  : { missing: false, count: Number(out[0]), granted: Number(out[1]), ttlMs: Number(out[2]) }
+              ))
+            }
+          })
+        }),
+      quotaSeed: (key, value, ttlMs, mode) =>
+        Effect.tryPromise({
+          try: () => (client as any).quotaSeed(key, value, ttlMs, mode) as Promise<number>,
+          catch: (cause) => new CounterStoreUnavailable({ cause })
+        }).pipe(Effect.asVoid),
       // One callback-style call resumed straight into the fiber: this is the hot path of every request.
       hit: (checks, ttlMs) =>
         Effect.async<HitResult, CounterStoreUnavailable>((resume) => {

@@ -81,6 +81,8 @@ export class Unauthorized extends ApiError<Unauthorized>()("UNAUTHORIZED", 401) 
 export class InsufficientBudget extends ApiError<InsufficientBudget>()("INSUFFICIENT_BUDGET", 402) {}
 /** A resource cap of the developer's plan (decisions §16), e.g. webhook endpoints. */
 export class PlanLimitExceeded extends ApiError<PlanLimitExceeded>()("PLAN_LIMIT_EXCEEDED", 402) {}
+/** A free-plan monthly quota is used up (decisions §16): authorize and code exchange stop at 100 %. */
+export class QuotaExceeded extends ApiError<QuotaExceeded>()("QUOTA_EXCEEDED", 402) {}
 // 403
 export class Forbidden extends ApiError<Forbidden>()("FORBIDDEN", 403) {}
 export class AgentSuspended extends ApiError<AgentSuspended>()("AGENT_SUSPENDED", 403) {}
@@ -138,6 +140,9 @@ export class CredentialUnreadable extends ApiError<CredentialUnreadable>()("CRED
 // 502
 export class UpstreamRefreshFailed extends ApiError<UpstreamRefreshFailed>()("UPSTREAM_REFRESH_FAILED", 502) {}
 export class DnsUnavailable extends ApiError<DnsUnavailable>()("DNS_UNAVAILABLE", 502) {}
+// 503
+/** Billing checkout, portal and webhook until a payment provider is configured (decisions §16). */
+export class ServiceUnavailable extends ApiError<ServiceUnavailable>()("SERVICE_UNAVAILABLE", 503) {}
 
 // ---- Codes answered by the envelope and the rate-limit gate (declared for the document) -----------
 
@@ -156,7 +161,7 @@ export class RateLimitUnavailable extends ApiError<RateLimitUnavailable>()("RATE
 /** Every error a handler can fail with (for signatures that do not care which). */
 export type ApiFailure =
   | BadRequest | InvalidRequest | InvalidGrant | InvalidToken | InvalidChallenge | ReportIncomplete | InvalidRedirectUri
-  | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | Forbidden | AgentSuspended | ScopeEscalation
+  | PasskeyVerificationFailed | Unauthorized | InsufficientBudget | PlanLimitExceeded | QuotaExceeded | Forbidden | AgentSuspended | ScopeEscalation
   | DelegationDepthExceeded | FidoRequired | CredentialNotAllowed | ConsentRequired | PrincipalInactive | PolicyDenied | PolicyInvalid | NotFound | AgentNotFound | BundleNotFound
   | Conflict | AlreadyRevoked | BundleRevoked | BundleExpired | BreachClosed | InvalidTransition | GrantNotActive
   | Gone | RequestNotPending | InvalidScopes | InvalidTtl | NoCredentials | DomainVerificationFailed

@@ -39,7 +39,11 @@ export const EVENT_TYPES = [
   "fido.assertion",
   "fido.credential.deleted",
   // decisions §13
-  "policy.denied"
+  "policy.denied",
+  // decisions §16
+  "billing.quota.threshold",
+  "billing.invoice.created",
+  "billing.subscription.updated"
 ] as const
 
 export type EventType = typeof EVENT_TYPES[number]

@@ -57,5 +57,6 @@ export type IdPrefix =
   | "cexp"
   | "psess" // principal sessions (decisions §12)
   | "pol" | "pbnd" | "pdec"
+  | "inv" | "sub"
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

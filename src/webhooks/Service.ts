@@ -6,6 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
+import { planOf } from "../billing/Plans.ts"
 import { Config } from "../Config.ts"
 import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 import { EVENT_TYPES, nudgeDeliveryWorkers } from "../platform/Events.ts"
@@ -124,8 +125,9 @@ export const WebhooksServiceLive = Layer.effect(
           const secret = newSecret()
           const row = yield* sql.withTransaction(Effect.gen(function*() {
             // the developer's row lock makes concurrent registrations count one after another
-            const [developer] = yield* sql<{ plan: "free" | "pro" | "enterprise" }>`SELECT plan FROM developers WHERE id = ${developerId} FOR UPDATE`
-            const limit = config.webhooks.endpointLimits[developer?.plan ?? "free"] ?? null
+            const [developer] = yield* sql<{ plan: string }>`SELECT plan FROM developers WHERE id = ${developerId} FOR UPDATE`
+            // decisions §16: the cap is the plan's `webhooks` limit (PLANS_FILE, or WEBHOOK_ENDPOINTS_*)
+            const limit = planOf(config.plans, developer?.plan ?? "free").limits.webhooks
             if (limit !== null) {
               const [{ n }] = (yield* sql<{ n: number }>`
                 SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = ${developerId} AND deleted_at IS NULL`) as unknown as [{ n: number }]

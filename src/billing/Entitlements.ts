@@ -1,0 +1,201 @@
+/**
+ * Entitlements (decisions §16): what a developer's plan allows, in one service.
+ * - The plan is read from the cached developer (platform/Auth.ts) and the plans in memory: no query.
+ * - Resource caps count the developer's rows under a per-developer advisory lock, in the caller's
+ *   transaction, so concurrent creations cannot pass the cap together → 402 PLAN_LIMIT_EXCEEDED.
+ * - Monthly quotas: a live counter per developer, meter and month in the counter store, checked and
+ *   incremented in one call; far from the ceiling an instance takes small blocks ahead (see `take`),
+ *   so most requests make no round trip for it. It is seeded from the durable rows when missing and expires after
+ *   QUOTA_RESYNC_MS, so it is rebuilt from the database at least that often (catching tokens issued by
+ *   refresh, delegation or bundles, and anything an outage hid). A quota with no overage price is a
+ *   hard stop (the free plan) → 402 QUOTA_EXCEEDED; a priced one is billed, never blocked.
+ * - Counter store down: the durable count decides (exact but for concurrent requests at the edge).
+ * - `billing.quota.threshold` at 80 % and 100 %, once per period: the threshold row's insert decides.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { Config } from "../Config.ts"
+import type { Developer } from "../platform/Auth.ts"
+import { Counters } from "../platform/Counters.ts"
+import { PlanLimitExceeded, QuotaExceeded } from "../platform/Errors.ts"
+import { Events } from "../platform/Events.ts"
+import { nowMillis } from "../platform/Time.ts"
+import { syncPlans } from "./Invoices.ts"
+import { countOne } from "./Meters.ts"
+import { type LimitName, type Plan, planOf, periodOf, QUOTA_OF } from "./Plans.ts"
+import { NoProviderLive } from "./Provider.ts"
+
+export type QuotaMeter = "authorizations" | "token_exchanges"
+export type CapName = "agents" | "webhooks" | "activeGrants"
+
+export const QUOTA_RESYNC_MS = 60_000
+/** the most units one instance takes ahead, and how long it may hand them out */
+const LEASE_MAX = 32
+const LEASE_MS = 2_000
+
+/** rows that count against each cap; `$1` is the developer, `$2` now (typed where unused, so every query takes both) */
+export const CAP_SQL: Record<CapName, string> = {
+  agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2"
+}
+
+const CAP_WORDS: Record<CapName, string> = { agents: "agents", webhooks: "webhook endpoints", activeGrants: "active grants" }
+
+export interface EntitlementsService {
+  readonly plan: (developer: Pick<Developer, "plan">) => Plan
+  /** the quota check of authorize and code exchange; never called on refresh */
+  readonly admit: (developer: Pick<Developer, "id" | "plan">, meter: QuotaMeter) => Effect.Effect<void, QuotaExceeded>
+  /** runs `create` in a transaction only if the developer is below the plan's cap */
+  readonly withinCap: <A, E, R>(
+    developer: Pick<Developer, "id" | "plan">,
+    cap: CapName,
+    create: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | PlanLimitExceeded, R>
+}
+
+export class Entitlements extends Context.Tag("agent-auth/Entitlements")<Entitlements, EntitlementsService>() {}
+
+export const EntitlementsLive = Layer.effect(
+  Entitlements,
+  Effect.gen(function*() {
+    const config = yield* Config
+    const counters = yield* Counters
+    const sql = yield* SqlClient.SqlClient
+    const events = yield* Events
+    /** thresholds this process knows are recorded (the table decides across instances) */
+    const noted = new Set<string>()
+    /** counters that missed admissions while the store was away: raised from the database on return */
+    const stale = new Set<string>()
+
+    const plan = (developer: Pick<Developer, "plan">) => planOf(config.plans, developer.plan)
+
+    const threshold = (developerId: string, meter: QuotaMeter, start: Date, label: string, pct: 80 | 100) =>
+      Effect.gen(function*() {
+        const memo = `${developerId}:${meter}:${label}:${pct}`
+        if (noted.has(memo)) return
+        const at = new Date(yield* nowMillis)
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const rows = yield* sql`INSERT INTO billing_thresholds (developer_id, meter, period_start, pct, created_at)
+            VALUES (${developerId}, ${meter}, ${start}, ${pct}, ${at}) ON CONFLICT DO NOTHING RETURNING pct`
+          if (rows.length > 0) yield* events.emit(developerId, "billing.quota.threshold", { meter, pct, period: label })
+        }))
+        noted.add(memo)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("quota threshold not recorded", cause)))
+
+    /** units this instance took from the store ahead and hands out without a round trip */
+    const leases = new Map<string, { units: number; top: number; until: number; keyExpiresAt: number }>()
+    /** the store's count at this instance's last call, per counter (sizes the next block) */
+    const lastCount = new Map<string, number>()
+    const refund = (key: string, units: number) =>
+      Effect.runFork(counters.quotaSeed(key, units, 0, "refund").pipe(Effect.ignore))
+
+    /**
+     * One unit of quota: from this instance's lease if it holds one, else from the store, taking a
+     * block of up to LEASE_MAX units while far from the ceiling (1/64 of what is left, so near it
+     * every request asks the store and the ceiling is exact). A lease lives LEASE_MS and never past
+     * the counter (so a re-seeded counter cannot miss units still leased); unused units go back.
+     */
+    const take = (key: string, ceiling: number, durable: Effect.Effect<number>) =>
+      Effect.gen(function*() {
+        const lease = leases.get(key)
+        const realNow = Date.now()
+        if (lease !== undefined) {
+          if (lease.units > 0 && lease.until > realNow) {
+            lease.units--
+            return { count: lease.top - lease.units, added: true }
+          }
+          leases.delete(key)
+          if (lease.units > 0 && realNow < lease.keyExpiresAt - 500) refund(key, lease.units)
+        }
+        const known = lastCount.get(key)
+        const want = known === undefined ? 1 : Math.max(1, Math.min(LEASE_MAX, Math.floor((ceiling - known) / 64)))
+        const live = Effect.gen(function*() {
+          if (stale.has(key)) {
+            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "max")
+            stale.delete(key)
+          }
+          let hit = yield* counters.quotaHit(key, ceiling, want)
+          if (hit.missing) {
+            yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "nx")
+            hit = yield* counters.quotaHit(key, ceiling, want)
+          }
+          if (hit.missing) return { count: yield* durable, added: true }
+          if (lastCount.size > 100_000) lastCount.clear()
+          lastCount.set(key, hit.count)
+          if (hit.granted === 0) return { count: hit.count, added: false }
+          const spare = hit.granted - 1
+          if (spare > 0) {
+            const until = Math.min(realNow + LEASE_MS, realNow + hit.ttlMs - 1_000)
+            const held = leases.get(key)
+            // concurrent requests of this instance may each have taken a block: keep every unit
+            if (held !== undefined && held.until > Date.now()) {
+              held.units += spare
+              held.top = Math.max(held.top, hit.count)
+            } else if (until > realNow) {
+              if (held !== undefined && held.units > 0 && Date.now() < held.keyExpiresAt - 500) refund(key, held.units)
+              leases.set(key, { units: spare, top: hit.count, until, keyExpiresAt: realNow + hit.ttlMs })
+            } else refund(key, spare)
+          }
+          return { count: hit.count - spare, added: true }
+        })
+        return yield* live.pipe(
+          Effect.catchTag("CounterStoreUnavailable", () =>
+            Effect.map(durable, (n) => {
+              stale.add(key)
+              return n >= ceiling ? { count: n, added: false } : { count: n + 1, added: true }
+            }))
+        )
+      })
+
+    const admit: EntitlementsService["admit"] = (developer, meter) =>
+      Effect.gen(function*() {
+        const p = plan(developer)
+        const limit = p.limits[QUOTA_OF[meter]!]
+        if (limit === null) return
+        const blocks = p.overage[meter] === undefined
+        const ms = yield* nowMillis
+        const period = periodOf(ms)
+        const key = `${counters.prefix}quota:${developer.id}:${meter}:${period.label}`
+        const durable = countOne(meter, developer.id, period.start, period.end).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.orDie
+        )
+        // a paid plan is never blocked: its counter only has to notice the thresholds
+        const ceiling = blocks ? limit : Number.MAX_SAFE_INTEGER
+        const result = yield* take(key, ceiling, durable)
+        if (result.count >= Math.ceil(limit * 0.8)) yield* threshold(developer.id, meter, period.start, period.label, 80)
+        if (result.count >= limit) yield* threshold(developer.id, meter, period.start, period.label, 100)
+        if (!result.added) {
+          const what = meter === "authorizations" ? "authorizations" : "token exchanges"
+          return yield* Effect.fail(new QuotaExceeded({
+            message: `The ${p.name} plan includes ${limit} ${what} a month; the quota for ${period.label} is used up`
+          }))
+        }
+      })
+
+    const withinCap: EntitlementsService["withinCap"] = (developer, cap, create) => {
+      const limit = plan(developer).limits[cap as LimitName]
+      if (limit === null) return create
+      return sql.withTransaction(Effect.gen(function*() {
+        // one creator at a time per developer and cap, on every instance, until this commits
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`cap:${cap}:${developer.id}`}))`.pipe(Effect.orDie)
+        const at = new Date(yield* nowMillis)
+        const [row] = yield* sql.unsafe<{ n: number }>(CAP_SQL[cap], [developer.id, at] as any).pipe(Effect.orDie)
+        if ((row?.n ?? 0) >= limit) {
+          return yield* Effect.fail(new PlanLimitExceeded({ message: `The ${plan(developer).name} plan allows ${limit} ${CAP_WORDS[cap]}` }))
+        }
+        return yield* create
+      })).pipe(Effect.catchTag("SqlError" as any, Effect.die)) as any
+    }
+
+    return { plan, admit, withinCap }
+  })
+)
+
+/** Billing's services: entitlements, the (empty) provider port, and the configured plans written to `plans`. */
+export const BillingLive = Layer.mergeAll(
+  EntitlementsLive,
+  NoProviderLive,
+  Layer.effectDiscard(Effect.flatMap(Config, (config) => syncPlans(config.plans)).pipe(Effect.orDie))
+)

@@ -24,7 +24,7 @@ export const BILLING_OPERATIONS: Record<string, OperationDoc> = {
   },
   "GET /v1/billing/entitlements": {
     summary: "Your plan, its limits and this month's use",
-    description: "The monthly quotas are counted from stored records, the caps from what exists now. `pct` is `null` for an unlimited limit.",
+    description: "The monthly quotas are counted from stored records, the caps from what exists now. `pct` is `null` for an unlimited limit. Crossing 80 % and 100 % of a monthly quota emits `billing.quota.threshold`, once per month each.",
     response: {
       plan: "free", limits,
       usage: { agents: { used: 12, limit: 500, pct: 2.4 }, authorizationsPerMonth: { used: 40000, limit: 50000, pct: 80 } },
@@ -61,7 +61,7 @@ export const BILLING_OPERATIONS: Record<string, OperationDoc> = {
   },
   "GET /v1/billing/invoices/{id}": {
     summary: "Read an invoice",
-    description: "Its lines (the monthly fee, and overage per meter above the plan's quota) and the month's measured usage.",
+    description: "Its lines (the monthly fee, and overage per meter above the plan's quota) and the month's measured usage. Issued with `billing.invoice.created`; `paidAt` is set when an operator marks it paid (`agent-auth billing mark-paid`). 404 for another developer's invoice.",
     response: invoice
   },
   "GET /v1/usage": {

@@ -10,9 +10,13 @@ import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, Offli
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
 import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
+import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
+import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
+import { POLICY_OPERATIONS } from "./OperationsPolicies.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
+import { documentScim, SCIM_PREFIX } from "./Scim.ts"
 
 export interface OperationDoc {
   readonly summary: string
@@ -22,9 +26,14 @@ export interface OperationDoc {
   readonly request?: unknown
   /** an example of the success answer's JSON body */
   readonly response?: unknown
+  /** the success answer's media type when the handler answers another than the generated `application/json` */
+  readonly responseType?: string
 }
 
-export const OPERATIONS: Record<string, OperationDoc> = { ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...DIRECTORY_OPERATIONS, ...BILLING_OPERATIONS }
+export const OPERATIONS: Record<string, OperationDoc> = {
+  ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...DIRECTORY_OPERATIONS,
+  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS
+}
 
 /** bodies read by hand, typed here for the document only */
 const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
@@ -63,8 +72,12 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       // the SCIM routes read their own bearer (a SCIM token) in the gate
       const scheme = SECURED_BY[key] ?? (path.startsWith("/scim/v2/") ? "scimToken" : undefined)
       if (scheme !== undefined) op.security = [{ [scheme]: [] }]
+      if (path.startsWith(SCIM_PREFIX)) documentScim(spec, key, op)
       if (doc?.request !== undefined) for (const content of Object.values<any>(op.requestBody?.content ?? {})) content.example = doc.request
       const success = Object.entries<any>(op.responses ?? {}).find(([status]) => Number(status) >= 200 && Number(status) < 300)?.[1]
+      if (doc?.responseType !== undefined && success?.content?.["application/json"] !== undefined) {
+        success.content = { [doc.responseType]: success.content["application/json"] }
+      }
       if (doc?.response !== undefined) for (const content of Object.values<any>(success?.content ?? {})) content.example = doc.response
     }
   }

@@ -89,7 +89,51 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
   },
   budgets: { name: "Budgets", description: "A spending budget per grant: allocate, debit (atomic, never below zero), read the balance and the transactions. Spending past 50 % and 80 % and reaching zero emit events." },
   domains: { name: "Custom domains", description: "Domains you prove you control with a DNS TXT record." },
-  passkeys: { name: "Passkeys (WebAuthn)", description: "Register a principal's passkeys and approve an authorization request with a passkey assertion (required when your account has `fidoRequired`)." },
+  passkeys: {
+    name: "Passkeys (WebAuthn)",
+    description: "Register a principal's passkeys (at most 20 each), list, read, rename and delete them, and approve an authorization request with a " +
+      "passkey assertion (required when your account has `fidoRequired`). Your policy can require backup-eligible authenticators or an AAGUID " +
+      "allow-list; the Signal API values keep the person's passkey manager in step with what you still accept."
+  },
+  policies: {
+    name: "Policies",
+    description: "Rules that decide for you when your agents ask: auto-approve what a person would always approve, refuse what must never " +
+      "happen (at night, for a group, above a delegation depth…), as built-in rules or a Cedar policy set. Any matching deny wins over every " +
+      "allow; an allow never skips a passkey or SSO requirement. Evaluated on authorize (allow approves, deny answers 403 `POLICY_DENIED`), " +
+      "delegate, bundle creation, token refresh and vault exchange; every decision is logged, written to your audit chain, and a deny emits `policy.denied`."
+  },
+  compliance: {
+    name: "Compliance exports",
+    description: "Evidence for auditors and regulators: a summary of counts, grant and audit-chain exports (signed JSON pages, or NDJSON / CSV " +
+      "files streamed without a row cap), a signed evidence pack, background jobs for the large ones, and the DPDP / GDPR exports of the " +
+      "published protocol. Every export is signed with the grant-token key and checkable with the public JWKS alone (`scripts/verify-export.ts`), " +
+      "audit exports carry the anchor hash that lets a range be checked on its own, and every export is written to your audit chain."
+  },
+  credentials: {
+    name: "Verifiable credentials and DIDs",
+    description: "W3C Verifiable Credentials for grants, signed by the service's own `did:web` DID: a `vc+jwt` (VCDM 2.0) or an SD-JWT VC whose " +
+      "person, scopes and depth the agent discloses selectively. Ask for one with `credentialFormat` on `POST /v1/token` or `/v1/grants/delegate`, " +
+      "or issue one for an existing grant. Each carries Bitstring status list entries: revoking the grant or suspending the agent flips its bit in the " +
+      "same transaction. Verifiers need no account: they resolve the DID document, fetch the status list, or ask verify / present, which fail closed " +
+      "(a status they cannot read is `valid: false`, never \"not revoked\")."
+  },
+  principalSessions: {
+    name: "Principal sessions",
+    description: "Let a person see and revoke what they granted: your backend (API key) creates a short-lived session for one of your users and sends " +
+      "them to the permissions page, or calls the person's routes from your own UI with the session token."
+  },
+  principal: {
+    name: "The person's own view (session token)",
+    description: "What a person reaches with their session token (`Authorization: Bearer pst_…`) and nothing else: their active grants, the audit " +
+      "entries that name them, and revoking a grant. An API key or grant token is refused here (401), and a session token everywhere else. " +
+      "Limited per address; draws on no developer budget."
+  },
+  permissionsPage: {
+    name: "Permissions page",
+    description: "The server-rendered page a person opens from `dashboardUrl`: which agents may act for them, with which scopes and until when, " +
+      "revoke with a confirmation, rename or remove their passkeys. No third-party assets, strict CSP, works without JavaScript (form posts " +
+      "carrying the session token; no cookie)."
+  },
   scimTokens: {
     name: "Directory: SCIM tokens and settings",
     description: "The tokens your identity provider's SCIM client uses, and how directory users map to the principals of your grants. See README \"Identity providers\" for what to paste into Okta and Entra ID."
@@ -134,7 +178,9 @@ export const SECURITY_SCHEMES: Record<string, Record<string, unknown>> = {
   principalSession: {
     type: "http",
     scheme: "bearer",
-    description: "A principal session, obtained by a person signing in (SSO or passkey)."
+    bearerFormat: "pst_…",
+    description: "A person's session token (`pst_…`), from `POST /v1/principal-sessions` (created by your backend for one of your users, at most 24 h). " +
+      "Accepted on `/v1/principal/*` only; the permissions page takes it in a form field."
   }
 }
 

@@ -16,8 +16,9 @@ const auditEntry = {
   action: "email.send", metadata: { to: "team@acme.example" }, hash: "9f2c…e41a", prevHash: "5b7d…c0f3", timestamp: T, status: "success"
 }
 const passkey = {
-  id: "pkc_01JDQ9BM2N3P4Q5R6S7T8V9W0X", credentialId: "q83vEjRWeJA", principalId: PRINCIPAL, deviceName: "Work laptop",
-  authenticatorType: "platform", deviceType: "multiDevice", backedUp: true, transports: ["internal", "hybrid"], createdAt: T, lastUsedAt: null
+  id: "pkc_01JDQ9BM2N3P4Q5R6S7T8V9W0X", credentialId: "q83vEjRWeJA", principalId: PRINCIPAL, deviceName: "Work laptop", providerName: "iCloud Keychain",
+  aaguid: "fbfc3007-154e-4ecc-8c0b-6e020557d7bd", authenticatorType: "platform", deviceType: "multiDevice", backupEligible: true, backedUp: true,
+  transports: ["internal", "hybrid"], useCount: 0, createdAt: T, lastUsedAt: null
 }
 const assertion = {
   id: "q83vEjRWeJA", rawId: "q83vEjRWeJA", type: "public-key",
@@ -156,21 +157,28 @@ export const ACCESS_OPERATIONS: Record<string, OperationDoc> = {
 
   "POST /v1/webauthn/register/options": {
     summary: "Passkey registration options",
-    description: "Called by your backend for a person (`principalId`) setting up a passkey: WebAuthn creation options for the browser (`navigator.credentials.create`), with a challenge valid 5 minutes, single use.",
+    description: "Called by your backend for a person (`principalId`) setting up a passkey: WebAuthn creation options for the browser (`navigator.credentials.create`), with a challenge valid 5 minutes, single use. `user.id` is a random handle per person, never the principal id; a discoverable credential and user verification are required; your passkey policy decides the attestation asked for. 409 `TOO_MANY_CREDENTIALS` when the person already holds 20.",
     request: { principalId: PRINCIPAL },
     response: options
   },
   "POST /v1/webauthn/register/verify": {
     summary: "Register a passkey",
-    description: "Verifies the browser's registration response and stores the credential for the person. 400 `INVALID_CHALLENGE` for an unknown, used or expired challenge; 400 `VERIFICATION_FAILED` when the response does not verify; 409 when already registered.",
+    description: "Verifies the browser's registration response and stores the credential for the person, with its provider (from the AAGUID) and backup flags. 400 `INVALID_CHALLENGE` for an unknown, used or expired challenge; 400 `VERIFICATION_FAILED` when the response does not verify; 403 `AUTHENTICATOR_NOT_ALLOWED` when your passkey policy refuses the authenticator; 409 when already registered, 409 `TOO_MANY_CREDENTIALS` at 20. Emits `fido.registered`.",
     request: {
       challengeId: options.challengeId, deviceName: "Work laptop",
       response: { id: "q83vEjRWeJA", rawId: "q83vEjRWeJA", type: "public-key", response: { clientDataJSON: "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIn0", attestationObject: "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi…", transports: ["internal"] } }
     },
     response: passkey
   },
-  "GET /v1/webauthn/credentials": { summary: "List a person's passkeys", description: "The passkeys registered for `principalId` (required).", response: { credentials: [passkey] } },
-  "DELETE /v1/webauthn/credentials/{id}": { summary: "Delete a passkey", description: "Removes one passkey (by the `id` of the list, not the WebAuthn `credentialId`)." },
+  "GET /v1/webauthn/credentials": {
+    summary: "List a person's passkeys",
+    description: "The passkeys registered for `principalId` (required), newest first; page with `cursor` / `limit` (1–100). A person holds at most 20.",
+    response: { credentials: [passkey], nextCursor: null }
+  },
+  "DELETE /v1/webauthn/credentials/{id}": {
+    summary: "Delete a passkey",
+    description: "Removes one passkey (by the `id` of the list, not the WebAuthn `credentialId`): from then on it is neither listed, offered nor accepted (an assertion with it answers 403 `UNKNOWN_CREDENTIAL`). Kept 30 days for the record, then purged. Emits `fido.credential.deleted`. The person can also remove it on the permissions page."
+  },
   "POST /v1/webauthn/assert/options": {
     summary: "Passkey approval options",
     description: "For a pending authorization request (`authRequestId`): WebAuthn assertion options listing the person's passkeys, bound to that request (5 minutes, single use). 422 `NO_CREDENTIALS` when the person has none.",

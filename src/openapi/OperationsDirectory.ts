@@ -67,27 +67,27 @@ export const DIRECTORY_OPERATIONS: Record<string, OperationDoc> = {
     description: `\`filter\` (every RFC 7644 operator, and/or/not, value paths such as \`emails[type eq "work"].value\`; at most 1,000 characters and 20 comparisons; userName, names and emails compare case-insensitively, id and externalId exactly), \`startIndex\`, \`count\` (default 100, max 200; 0 gives only totalResults), \`attributes\`, \`excludedAttributes\`. ${SCIM}`,
     response: list([user])
   },
-  "POST /scim/v2/Users": { summary: "Provision a user", description: `201 with \`Location\` and \`ETag\`; 409 \`uniqueness\` for a userName (any case) or externalId already provisioned. Attributes not stored are dropped. ${SCIM}`, request: userBody, response: user },
+  "POST /scim/v2/Users": { summary: "Provision a user", description: `201 with \`Location\` and \`ETag\`; 409 \`uniqueness\` for a userName (any case) or externalId already provisioned. Attributes not stored are dropped. Emits \`scim.user.provisioned\`; a user created with \`active: false\` is deprovisioned at once. ${SCIM}`, request: userBody, response: user },
   "GET /scim/v2/Users/{id}": { summary: "Read a user", description: `With its \`ETag\`; 304 when \`If-None-Match\` names the current version. ${SCIM}`, response: user },
-  "PUT /scim/v2/Users/{id}": { summary: "Replace a user", description: `Full replace; an omitted \`active\` keeps its value; \`If-Match\` mismatch 412. ${DEPROVISION} ${SCIM}`, request: userBody, response: user },
+  "PUT /scim/v2/Users/{id}": { summary: "Replace a user", description: `Full replace; an omitted \`active\` keeps its value; \`If-Match\` mismatch 412. ${DEPROVISION} Emits \`scim.user.updated\` with the changed attribute names (\`scim.user.deprovisioned\` on deactivation). ${SCIM}`, request: userBody, response: user },
   "PATCH /scim/v2/Users/{id}": {
     summary: "Patch a user",
-    description: `RFC 7644 PatchOp, at most 100 operations, all applied or none; \`op\` in any case, string booleans ("False") coerced, filtered and extension paths; \`noTarget\` when a remove or replace filter matches nothing; \`If-Match\` mismatch 412. ${DEPROVISION} ${SCIM}`,
+    description: `RFC 7644 PatchOp, at most 100 operations, all applied or none; \`op\` in any case, string booleans ("False") coerced, filtered and extension paths; \`noTarget\` when a remove or replace filter matches nothing; \`If-Match\` mismatch 412. ${DEPROVISION} Emits \`scim.user.updated\` with the changed attribute names (\`scim.user.deprovisioned\` on deactivation). ${SCIM}`,
     request: { schemas: [PATCH_URN], Operations: [{ op: "replace", value: { active: false } }] },
     response: { ...user, active: false }
   },
-  "DELETE /scim/v2/Users/{id}": { summary: "Delete a user", description: `204; deprovisions like a deactivation. The row is kept for audit and GET answers 404; the userName is free again. ${SCIM}` },
+  "DELETE /scim/v2/Users/{id}": { summary: "Delete a user", description: `204; deprovisions like a deactivation. The row is kept for audit and GET answers 404; the userName is free again. \`If-Match\` mismatch 412. Emits \`scim.user.deprovisioned\` with the number of grants revoked, and \`scim.group.updated\` for each group it leaves. ${SCIM}` },
   "GET /scim/v2/Groups": { summary: "List or filter groups", description: `Filters such as \`displayName eq\`, \`externalId eq\`, \`members.value eq\`; \`excludedAttributes=members\` skips the members. ${SCIM}`, response: list([group]) },
-  "POST /scim/v2/Groups": { summary: "Create a group", description: `Members must be users of this directory (400 \`invalidValue\` otherwise). ${SCIM}`, request: { schemas: [GROUP_URN], displayName: "Engineering", members: [{ value: USER_ID }] }, response: group },
+  "POST /scim/v2/Groups": { summary: "Create a group", description: `Members must be users of this directory (400 \`invalidValue\` otherwise). Emits \`scim.group.updated\` with the members added. ${SCIM}`, request: { schemas: [GROUP_URN], displayName: "Engineering", members: [{ value: USER_ID }] }, response: group },
   "GET /scim/v2/Groups/{id}": { summary: "Read a group", description: `\`excludedAttributes=members\` skips the members; 304 on a matching \`If-None-Match\`. ${SCIM}`, response: group },
-  "PUT /scim/v2/Groups/{id}": { summary: "Replace a group", description: `Name, externalId and the whole member list. ${SCIM}`, request: { schemas: [GROUP_URN], displayName: "Engineering", members: [{ value: USER_ID }] }, response: group },
+  "PUT /scim/v2/Groups/{id}": { summary: "Replace a group", description: `Name, externalId and the whole member list. \`If-Match\` mismatch 412. Emits \`scim.group.updated\` with the members added and removed. ${SCIM}`, request: { schemas: [GROUP_URN], displayName: "Engineering", members: [{ value: USER_ID }] }, response: group },
   "PATCH /scim/v2/Groups/{id}": {
     summary: "Patch a group",
-    description: `\`members\` add/remove/replace (at most 1,000 values a request), \`Remove\` with \`members[value eq "…"]\`, \`displayName\` replace. ${SCIM}`,
+    description: `\`members\` add/remove/replace (at most 1,000 values a request), \`Remove\` with \`members[value eq "…"]\`, \`displayName\` replace. \`If-Match\` mismatch 412. Emits \`scim.group.updated\` with the members added and removed. ${SCIM}`,
     request: { schemas: [PATCH_URN], Operations: [{ op: "add", path: "members", value: [{ value: USER_ID }] }] },
     response: group
   },
-  "DELETE /scim/v2/Groups/{id}": { summary: "Delete a group", description: `204; its members are not deprovisioned. ${SCIM}` }
+  "DELETE /scim/v2/Groups/{id}": { summary: "Delete a group", description: `204; its members are not deprovisioned. \`If-Match\` mismatch 412. Emits \`scim.group.updated\` listing its members as removed. ${SCIM}` }
 }
 
 const str = { type: "string" }

@@ -21,6 +21,16 @@ export const PLATFORM_OPERATIONS: Record<string, OperationDoc> = {
     description: "Answers 200 `{ status: \"ok\" }` when the database and Redis answer, else 503 `{ status: \"degraded\", failing }`. For load balancers; no key, no rate limit.",
     response: { status: "ok" }
   },
+  "GET /health/live": {
+    summary: "Liveness probe",
+    description: "Answers 200 `{ status: \"ok\", version }` whenever the process serves requests; it checks no dependency, so an orchestrator restarts the process only when it is stuck, not when the database is down. No key, no rate limit.",
+    response: { status: "ok", version: "0.1.0" }
+  },
+  "GET /health/ready": {
+    summary: "Readiness probe",
+    description: "Whether this instance should receive traffic: 200 `ready` when the database and Redis answer and every migration is applied; otherwise 503 with the same body, `not_ready`, each check's state and the `pendingMigrations` (run `agent-auth migrate`). `migrations: \"unknown\"` when the database could not be asked. For a load balancer's health check or a Kubernetes readiness probe; no key, no rate limit.",
+    response: { status: "ready", version: "0.1.0", checks: { db: "ok", redis: "ok", migrations: "ok" } }
+  },
   "GET /.well-known/jwks.json": {
     summary: "Grant-token signing keys (JWKS)",
     description: "The RSA public keys that verify grant tokens (RS256; `kid` = RFC 7638 thumbprint): the current key and the previous ones still within their verification window, so a key rotation never breaks a token. Cache it (max-age 300). No key, no rate limit.",
@@ -40,7 +50,7 @@ export const PLATFORM_OPERATIONS: Record<string, OperationDoc> = {
 
   "POST /v1/signup": {
     summary: "Sign up a developer",
-    description: "Creates your developer account and answers its API key, **shown once**: store it on your backend. No key needed. `mode: \"sandbox\"` gives an `sk_test_` key whose authorization requests skip the consent page (the code comes back at once), for trying the flow with curl. 409 when the email is taken.",
+    description: "Creates your developer account and answers its API key, **shown once**: store it on your backend. No key needed. `mode: \"sandbox\"` gives an `sk_test_` key whose authorization requests skip the consent page (the code comes back at once), for trying the flow with curl. 409 when the email is taken. An operator may close sign-up (`SIGNUP_ENABLED=false`): it then answers 403 `SIGNUP_DISABLED` and accounts are created with `agent-auth developers create`.",
     request: { name: "Acme Assistants", email: "dev@acme.example", mode: "sandbox" },
     response: { ...developer, apiKey: API_KEY }
   },

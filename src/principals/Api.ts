@@ -26,7 +26,7 @@ export class CurrentPrincipal extends Context.Tag("agent-auth/CurrentPrincipal")
 export class PrincipalAuthentication extends HttpApiMiddleware.Tag<PrincipalAuthentication>()("PrincipalAuthentication", {
   failure: Unauthorized,
   provides: CurrentPrincipal,
-  security: { sessionToken: HttpApiSecurity.bearer }
+  security: { principalSession: HttpApiSecurity.bearer }
 }) {}
 
 const Html = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/html" }))

@@ -13,7 +13,7 @@ import { type PrincipalSession, Principals } from "./Service.ts"
 export const PrincipalAuthenticationLive = Layer.effect(
   PrincipalAuthentication,
   Effect.map(Principals, (principals) => ({
-    sessionToken: (token: Redacted.Redacted<string>) =>
+    principalSession: (token: Redacted.Redacted<string>) =>
       Effect.flatMap(principals.resolve(Redacted.value(token)), (session) =>
         session === undefined
           ? Effect.fail(new Unauthorized({ message: "Invalid, expired or missing principal session token" }))

@@ -7,21 +7,8 @@ import type { Rule } from "./Rules.ts"
 const RULE_COLUMNS = `id, name, description, effect, priority, agent_id, principal_id, scopes, time_of_day_start, time_of_day_end,
   days_of_week, time_zone, actions, principal_groups, created_at, updated_at`
 
-export interface RuleFields {
-  readonly name: string
-  readonly description: string | null
-  readonly effect: "allow" | "deny"
-  readonly priority: number
-  readonly agentId: string | null
-  readonly principalId: string | null
-  readonly scopes: ReadonlyArray<string> | null
-  readonly timeOfDayStart: string | null
-  readonly timeOfDayEnd: string | null
-  readonly daysOfWeek: ReadonlyArray<number> | null
-  readonly timeZone: string
-  readonly actions: ReadonlyArray<string>
-  readonly principalGroups: ReadonlyArray<string> | null
-}
+/** what a rule is made of: everything but its id and times */
+export type RuleFields = Omit<Rule, "id" | "createdAt" | "updatedAt">
 
 export interface BundleRow {
   readonly id: string

@@ -75,62 +75,42 @@ const vaultCredentials: SealedRows = {
       )
 }
 
-/** Webhook signing secrets are sealed with the same keys (a JSON Sealed in secret_ciphertext). */
-const webhookSecrets: SealedRows = {
-  batch: (active, after, limit) =>
-    Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ id: string; developerId: string; secretCiphertext: string }>`
-        SELECT id, developer_id, secret_ciphertext FROM webhook_endpoints
-        WHERE secret_ciphertext::jsonb->>'keyId' <> ${active} AND id > ${after}
-        ORDER BY id LIMIT ${limit}
-        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
-        rows.map((row) => ({ id: row.id, context: secretContext(row.id, row.developerId), sealed: JSON.parse(row.secretCiphertext) as Sealed }))
-      ))),
-  write: (active, rows) =>
-    Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql.unsafe(
-        `UPDATE webhook_endpoints w SET secret_ciphertext = u.sealed
-         FROM unnest($2::text[], $3::text[]) AS u(id, sealed)
-         WHERE w.id = u.id AND w.secret_ciphertext::jsonb->>'keyId' <> $1`,
-        [active, rows.map((r) => r.id), rows.map((r) => JSON.stringify(r.sealed))] as any
-      )).pipe(Effect.asVoid),
-  countNotUnder: (active) =>
-    Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_endpoints WHERE secret_ciphertext::jsonb->>'keyId' <> ${active}`).pipe(
-        Effect.map(([row]) => Number(row?.n ?? 0))
-      )
-}
-
 /**
- * The secret a webhook rotation replaced, still signing until previous_secret_expires_at (issue 17):
- * sealed with the same keys, so re-encrypted too. Expired ones are cleared first (nothing reads
- * them, and an old key may no longer open them).
+ * A webhook secret column holding a JSON Sealed, sealed with the same keys as the vault: the
+ * current secret, and the one a rotation replaced (still signing until previous_secret_expires_at,
+ * issue 17). The column name is one of these two constants, never input.
  */
-const previousWebhookSecrets: SealedRows = {
+const webhookSecretColumn = (column: "secret_ciphertext" | "previous_secret_ciphertext"): SealedRows => ({
   batch: (active, after, limit) =>
     Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ id: string; developerId: string; previousSecretCiphertext: string }>`
-        SELECT id, developer_id, previous_secret_ciphertext FROM webhook_endpoints
-        WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_ciphertext::jsonb->>'keyId' <> ${active} AND id > ${after}
-        ORDER BY id LIMIT ${limit}
-        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
-        rows.map((row) => ({ id: row.id, context: secretContext(row.id, row.developerId), sealed: JSON.parse(row.previousSecretCiphertext) as Sealed }))
+      sql.unsafe<{ id: string; developerId: string; sealed: string }>(
+        `SELECT id, developer_id, ${column} AS sealed FROM webhook_endpoints
+         WHERE ${column} IS NOT NULL AND ${column}::jsonb->>'keyId' <> $1 AND id > $2
+         ORDER BY id LIMIT $3
+         FOR UPDATE SKIP LOCKED`,
+        [active, after, limit]
+      ).pipe(Effect.map((rows) =>
+        rows.map((row) => ({ id: row.id, context: secretContext(row.id, row.developerId), sealed: JSON.parse(row.sealed) as Sealed }))
       ))),
   write: (active, rows) =>
     Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql.unsafe(
-        `UPDATE webhook_endpoints w SET previous_secret_ciphertext = u.sealed
+        `UPDATE webhook_endpoints w SET ${column} = u.sealed
          FROM unnest($2::text[], $3::text[]) AS u(id, sealed)
-         WHERE w.id = u.id AND w.previous_secret_ciphertext::jsonb->>'keyId' <> $1`,
+         WHERE w.id = u.id AND w.${column}::jsonb->>'keyId' <> $1`,
         [active, rows.map((r) => r.id), rows.map((r) => JSON.stringify(r.sealed))] as any
       )).pipe(Effect.asVoid),
   countNotUnder: (active) =>
     Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_endpoints
-                         WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_ciphertext::jsonb->>'keyId' <> ${active}`).pipe(
-        Effect.map(([row]) => Number(row?.n ?? 0))
-      )
-}
+      sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM webhook_endpoints WHERE ${column} IS NOT NULL AND ${column}::jsonb->>'keyId' <> $1`,
+        [active]
+      )).pipe(Effect.map(([row]) => Number(row?.n ?? 0)))
+})
+
+const webhookSecrets = webhookSecretColumn("secret_ciphertext")
+/** expired ones are cleared first: nothing reads them, and an old key may no longer open them */
+const previousWebhookSecrets = webhookSecretColumn("previous_secret_ciphertext")
 
 const clearExpiredPreviousSecrets = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.flatMap(nowMillis, (ms) =>

@@ -14,6 +14,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "@effect/platform"
 import { Context, Schema } from "effect"
+import { AuditEntryView } from "../audit/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
@@ -55,20 +56,8 @@ export const PrincipalGrant = Schema.Struct({
   delegationDepth: Schema.Number
 })
 
-const AuditEntry = Schema.Struct({
-  entryId: Schema.String,
-  agentId: Schema.NullOr(Schema.String),
-  agentDid: Schema.NullOr(Schema.String),
-  grantId: Schema.NullOr(Schema.String),
-  principalId: Schema.NullOr(Schema.String),
-  developerId: Schema.String,
-  action: Schema.String,
-  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  hash: Schema.String,
-  prevHash: Schema.NullOr(Schema.String),
-  timestamp: Schema.String,
-  status: Schema.String
-})
+/** the audit log's own entry shape (src/audit): the principal's entries only */
+const AuditEntry = AuditEntryView
 
 /** POST /v1/principal-sessions: the developer's API key */
 export class PrincipalSessionsApi extends HttpApiGroup.make("principalSessions")

@@ -170,7 +170,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const scopes = [...new Set(input.scopes)]
         const id = newId("bundle", ms)
         // a principal the directory deactivated is refused as such (403 PRINCIPAL_INACTIVE) before any
-        // policy is asked (checked again under the transaction below)
+        // policy is asked
         yield* principals.requireActive(developerId, input.userId)
         // decisions §13: policies may deny a bundle (403 POLICY_DENIED); checked before the transaction so the denial is logged
         yield* policyEngine.guard("bundle.create", { developerId, agentId: input.agentId, principalId: input.userId, scopes })
@@ -186,7 +186,6 @@ export const ConsentBundlesServiceLive = Layer.effect(
           if (unregistered.length > 0) {
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
           }
-          yield* principals.requireActive(developerId, input.userId)
           const requirement = yield* approvalRequirement(sql, developerId)
           if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
             const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {

@@ -4,22 +4,13 @@
  * Also without JavaScript, for an expired request, and with a passkey when the developer requires one.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { createServer } from "node:net"
 import { type Browser, chromium } from "playwright-core"
 import { startTestApp, type TestApp } from "../support/app.ts"
+import { freePort } from "../support/net.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
   "--disable-component-update", "--disable-sync"]
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
 
 let app: TestApp
 let origin: string

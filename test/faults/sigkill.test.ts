@@ -5,18 +5,9 @@
 import { expect, test } from "bun:test"
 import { spawn, type ChildProcess } from "node:child_process"
 import { createPrivateKey, sign } from "node:crypto"
-import { createServer } from "node:net"
 import { GENESIS_HASH, hashEntry } from "../../src/offline/index.ts"
 import { createDatabase, testPrivateKey, usingRealPostgres } from "../support/app.ts"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
+import { freePort } from "../support/net.ts"
 
 const startService = async (env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> => {
   const port = await freePort()

@@ -5,26 +5,15 @@
  * is one, so the service runs on http://localhost:<port> with RP ID `localhost`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { createServer } from "node:net"
 import { type Browser, type BrowserContext, type CDPSession, chromium, type Page } from "playwright-core"
 import { newId } from "../../src/platform/Ids.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
+import { freePort } from "../support/net.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
   "--disable-component-update", "--disable-sync"]
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      const port = typeof address === "object" && address ? address.port : 0
-      srv.close(() => resolve(port))
-    })
-  })
 
 let app: TestApp
 let origin: string

@@ -1,18 +1,9 @@
 /** A private redis-server on a free port, so a test can stop and restart it without touching the shared one. */
 import { spawn, type ChildProcess } from "node:child_process"
 import { existsSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "./net.ts"
 
 export const REDIS_SERVER = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].find(existsSync)
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
 
 export interface PrivateRedis {
   readonly url: string

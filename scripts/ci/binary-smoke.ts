@@ -128,4 +128,15 @@ const openapi = await call("openapi", "GET", "/openapi.json")
 if (openapi.status !== 200 || openapi.json?.paths?.["/v1/audit/offline-sync"] === undefined) fail("openapi", `${openapi.status}`)
 ok("openapi")
 
+// Cedar policies: cedar-wasm's module is embedded in the executable and loaded at run time
+const cedar = '@id("smoke-forbid")\nforbid (principal, action, resource) when { context.scopes.contains("email:read") };\n'
+const synced = await call("cedar", "POST", "/v1/policies/sync", {
+  apiKey,
+  body: { format: "cedar", version: "1", content: Buffer.from(cedar).toString("base64") }
+})
+if (synced.status !== 201) fail("cedar", `policy sync answered ${synced.status} ${synced.text.slice(0, 200)}`)
+const denied = await call("cedar", "POST", "/v1/authorize", { apiKey, body: { agentId: agent.json.agentId, principalId: "smoke-user", scopes: ["email:read"] } })
+if (denied.status !== 403 || denied.json?.code !== "POLICY_DENIED") fail("cedar", `authorize answered ${denied.status} ${denied.text.slice(0, 200)}`)
+ok("cedar", "a forbid evaluated in the binary")
+
 console.log("binary smoke: all checks passed")

@@ -46,6 +46,14 @@ import m0020 from "./0020_operator_gauges.sql" with { type: "text" }
 import m0022 from "./0022_policies.sql" with { type: "text" }
 // @ts-ignore text import
 import m0023 from "./0023_billing.sql" with { type: "text" }
+// @ts-ignore text import
+import m0024 from "./0024_sso.sql" with { type: "text" }
+// @ts-ignore text import
+import m0025 from "./0025_sso_saml.sql" with { type: "text" }
+// @ts-ignore text import
+import m0026 from "./0026_anomalies.sql" with { type: "text" }
+// @ts-ignore text import
+import m0027 from "./0027_anomaly_channels.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -69,5 +77,9 @@ export const migrations: Record<string, string> = {
   "0019_webhook_rotation": m0019,
   "0020_operator_gauges": m0020,
   "0022_policies": m0022,
-  "0023_billing": m0023
+  "0023_billing": m0023,
+  "0024_sso": m0024,
+  "0025_sso_saml": m0025,
+  "0026_anomalies": m0026,
+  "0027_anomaly_channels": m0027
 }

@@ -1,6 +1,8 @@
 /** The whole HTTP interface in one place: every group, each declared in its capability folder. */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi } from "./agents/Api.ts"
+import { AnomaliesApi } from "./anomalies/Api.ts"
+import { AnomalyChannelsApi } from "./anomalies/ChannelsApi.ts"
 import { AuditApi } from "./audit/Api.ts"
 import { AuthorizationApi } from "./authorization/Api.ts"
 import { BillingApi, BillingProviderApi } from "./billing/Api.ts"
@@ -19,6 +21,8 @@ import { describeApi } from "./openapi/Document.ts"
 import { documentErrors } from "./platform/OpenApiErrors.ts"
 import { PermissionsPageApi, PrincipalApi, PrincipalSessionsApi } from "./principals/Api.ts"
 import { PoliciesApi } from "./policies/Api.ts"
+import { SsoConnectionsApi, SsoLoginApi } from "./sso/Api.ts"
+import { SamlApi } from "./sso/saml/Api.ts"
 import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
@@ -48,6 +52,11 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(PoliciesApi)
   .add(BillingApi)
   .add(BillingProviderApi)
+  .add(SsoConnectionsApi)
+  .add(SsoLoginApi)
+  .add(SamlApi)
+  .add(AnomaliesApi)
+  .add(AnomalyChannelsApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")

@@ -3,7 +3,7 @@
  * A missing or malformed variable is a ConfigError naming it; main.ts prints that one line and exits 1.
  */
 import { Context, Layer } from "effect"
-import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from "node:crypto"
+import { createPrivateKey, createPublicKey, type KeyObject, randomBytes, X509Certificate } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { BlockList, isIP } from "node:net"
 import { loadPlans, type Plans, PlansProblem } from "./billing/Plans.ts"
@@ -36,11 +36,15 @@ export const VARIABLES: ReadonlyArray<{ readonly name: string; readonly default:
   { name: "WEBAUTHN_ATTESTATION_ROOTS", default: "unset", meaning: "PEM trust anchors for passkey attestation (inline or a file path)" },
   { name: "WEBAUTHN_MDS_STATEMENTS", default: "unset", meaning: "JSON array of FIDO metadata statements (inline or a file path)" },
   { name: "COMPLIANCE_JOB_POLL_SECONDS", default: "5", meaning: "export job fiber poll (also woken when a job is created)" },
+  { name: "ANOMALY_INTERVAL_SECONDS", default: "300", meaning: "anomaly detection fiber: how often each developer's windowed rules run" },
   { name: "PG_PREPARE", default: "true", meaning: "false: send every statement unnamed (benchmarks compare the two)" },
   { name: "POLICY_BACKEND", default: "builtin", meaning: "opa: also ask OPA (built-in rules and Cedar sets always run)" },
   { name: "OPA_URL", default: "unset", meaning: "OPA's base URL (required with POLICY_BACKEND=opa)" },
   { name: "OPA_TIMEOUT_MS", default: "2000", meaning: "OPA's deadline; a timeout denies" },
   { name: "WEBHOOK_ALLOW_PRIVATE_HOSTS", default: "false", meaning: "http and private receivers (refused in production)" },
+  { name: "SSO_STATE_SECRET", default: "generated per process in dev, required in production", meaning: "keys the stored SSO login states (at least 32 characters)" },
+  { name: "SSO_SESSION_TTL", default: "8h", meaning: "SSO session lifetime (at most 24h)" },
+  { name: "SSO_ALLOW_PRIVATE_HOSTS", default: "false", meaning: "http and private identity providers (refused in production)" },
   { name: "WEBHOOK_POLL_INTERVAL_SECONDS", default: "30", meaning: "" },
   { name: "WEBHOOK_RETRY_BASE_SECONDS", default: "30", meaning: "" },
   { name: "WEBHOOK_TIMEOUT_SECONDS", default: "10", meaning: "" },
@@ -113,6 +117,10 @@ export interface AppConfig {
     readonly concurrency: number
   }
   readonly compliance: { readonly jobPollSeconds: number }
+  /** decisions §12: the key of stored login states, the session lifetime, private providers (tests) */
+  readonly sso: { readonly stateSecret: string; readonly sessionTtlSeconds: number; readonly allowPrivateHosts: boolean }
+  /** decisions §14: the windowed rules' pass, per developer */
+  readonly anomalies: { readonly intervalSeconds: number }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
     readonly alertLeadMinutes: number
@@ -399,6 +407,20 @@ const didWebDomain = (raw: string | undefined): string | undefined => {
   return raw.trim()
 }
 
+let processStateSecret: string | undefined
+
+const ssoSettings = (env: Env, production: boolean): AppConfig["sso"] => {
+  const secret = env.SSO_STATE_SECRET?.trim() || undefined
+  if (secret === undefined && production) throw new ConfigError("SSO_STATE_SECRET", "is required in production")
+  if (secret !== undefined && secret.length < 32) throw new ConfigError("SSO_STATE_SECRET", "must be at least 32 characters")
+  const ttlText = env.SSO_SESSION_TTL?.trim() || "8h"
+  const ttl = /^\d+[smh]$/.test(ttlText) ? Number(ttlText.slice(0, -1)) * ({ s: 1, m: 60, h: 3600 } as const)[ttlText.slice(-1) as "s" | "m" | "h"] : undefined
+  if (ttl === undefined || ttl < 60 || ttl > 24 * 3600) throw new ConfigError("SSO_SESSION_TTL", "must be a duration like 8h or 90m, from 1m to 24h")
+  // without a configured secret (development, tests) one per process: states do not outlive it anyway
+  processStateSecret ??= randomBytes(32).toString("base64url")
+  return { stateSecret: secret ?? processStateSecret, sessionTtlSeconds: ttl, allowPrivateHosts: boolean(env, "SSO_ALLOW_PRIVATE_HOSTS") }
+}
+
 const LOG_LEVELS = ["debug", "info", "warn", "error", "none"] as const
 
 /** Reads and validates the environment. Throws ConfigError on the first bad variable. */
@@ -445,6 +467,10 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
   if (production && env.WEBHOOK_ALLOW_PRIVATE_HOSTS === "true") {
     throw new ConfigError("WEBHOOK_ALLOW_PRIVATE_HOSTS", "must not be true in production")
   }
+  if (production && env.SSO_ALLOW_PRIVATE_HOSTS === "true") {
+    throw new ConfigError("SSO_ALLOW_PRIVATE_HOSTS", "must not be true in production")
+  }
+  const sso = ssoSettings(env, production)
   if (production && !env.METRICS_TOKEN?.trim()) {
     throw new ConfigError("METRICS_TOKEN", "is required in production (/metrics is not served publicly)")
   }
@@ -505,6 +531,8 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       concurrency: integer(env, "WEBHOOK_CONCURRENCY", 50, 1)
     },
     compliance: { jobPollSeconds: positiveNumber(env, "COMPLIANCE_JOB_POLL_SECONDS", 5) },
+    sso,
+    anomalies: { intervalSeconds: positiveNumber(env, "ANOMALY_INTERVAL_SECONDS", 300) },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
       alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),

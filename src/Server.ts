@@ -5,9 +5,15 @@
  * ~15% faster than the Node server adapter under Bun; see README).
  */
 import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, ManagedRuntime, type Runtime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime, Option, type Runtime } from "effect"
 import { AgentsHttp } from "./agents/Http.ts"
 import { AgentsLive } from "./agents/Service.ts"
+import { AnomalyCoreDisabled, AnomalyCoreLive } from "./anomalies/Core.ts"
+import { AnomaliesHttp } from "./anomalies/Http.ts"
+import { AnomaliesLive } from "./anomalies/Service.ts"
+import { WorkerLive as AnomalyWorker } from "./anomalies/Worker.ts"
+import { AnomalyChannelsLive } from "./anomalies/Channels.ts"
+import { AnomalyChannelsHttp } from "./anomalies/ChannelsHttp.ts"
 import { Api } from "./Api.ts"
 import { AuditHttp } from "./audit/Http.ts"
 import { AuditLive } from "./audit/Service.ts"
@@ -51,7 +57,7 @@ import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
 import { DependenciesLive, DependencyMonitorLive } from "./platform/Dependencies.ts"
 import { EventsLive } from "./platform/Events.ts"
-import { makeBodyReader, PreReadBody } from "./platform/Body.ts"
+import { type BodyVerdict, makeBodyReader, PreReadBody } from "./platform/Body.ts"
 import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { KeysLive } from "./platform/Keys.ts"
@@ -63,6 +69,9 @@ import { makeGate, PeerAddress } from "./platform/RateLimit.ts"
 import { PoliciesHttp } from "./policies/Http.ts"
 import { DirectoryPrincipalsLive } from "./directory/Principals.ts"
 import { PolicyEngineLive } from "./policies/Service.ts"
+import { SsoConnectionsHttp, SsoLoginHttp } from "./sso/Http.ts"
+import { PolicySsoFromSso, SsoLive } from "./sso/Live.ts"
+import { SamlHttp } from "./sso/saml/Http.ts"
 import { SystemHttp } from "./system/Http.ts"
 import { makeLeanPath } from "./system/Lean.ts"
 import { VaultHttp } from "./vault/Http.ts"
@@ -80,6 +89,8 @@ export interface AppOptions {
   readonly rateLimit?: boolean
   /** false: every request goes through the API, /health included (src/system/Lean.ts) */
   readonly lean?: boolean
+  /** benchmarks only: false runs no inline anomaly rule, to measure what they cost */
+  readonly anomalies?: boolean
 }
 
 /** The database, migrated first unless MIGRATE_ON_START=false. */
@@ -93,10 +104,13 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
   const LogLive = Layer.succeed(Log, makeLog(config.logLevel))
   const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(Layer.provideMerge(ConfigLive))
-  const Platform = AuditedEventsLive.pipe(
+  // decisions §14: the inline anomaly rules sit below grants, which call them when they revoke
+  const Platform = (options.anomalies === false ? AnomalyCoreDisabled : AnomalyCoreLive).pipe(
+    Layer.provideMerge(AuditedEventsLive),
     Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive, DependenciesLive)),
     Layer.provideMerge(Base)
   )
+  const Principals = PrincipalsLive.pipe(Layer.provide(GrantsLive))
   const Capabilities = Layer.mergeAll(
     DevelopersServiceLive,
     AgentsLive,
@@ -111,13 +125,18 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     DomainsLive,
     PasskeysLive,
     WebhooksLive,
+    AnomalyChannelsLive,
     DirectoryLive,
     ComplianceLive,
     CredentialsLive,
-    PrincipalsLive.pipe(Layer.provide(GrantsLive))
+    Principals,
+    // SSO (decisions §12) writes the directory (JIT) and opens principal sessions (the permissions page)
+    SsoLive.pipe(Layer.provide(Layer.mergeAll(DirectoryLive, Principals, DirectoryPrincipalsLive))),
+    AnomaliesLive.pipe(Layer.provide(AgentsLive))
   ).pipe(
-    // policies are read by authorization, grants, bundles and the vault (decisions §13)
-    Layer.provideMerge(PolicyEngineLive.pipe(Layer.provide(DirectoryPrincipalsLive))),
+    // policies (and the directory, read through its service) are read by authorization, grants, bundles, the vault and
+    // compliance; SSO answers the policies' SSO port (decisions §12)
+    Layer.provideMerge(PolicyEngineLive.pipe(Layer.provideMerge(DirectoryPrincipalsLive), Layer.provide(PolicySsoFromSso))),
     Layer.provideMerge(BillingLive),
     Layer.provideMerge(Platform)
   )
@@ -145,7 +164,12 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PermissionsPageHttp,
     PoliciesHttp,
     BillingHttp,
-    BillingProviderHttp
+    BillingProviderHttp,
+    SsoConnectionsHttp,
+    SsoLoginHttp,
+    SamlHttp,
+    AnomaliesHttp,
+    AnomalyChannelsHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -153,7 +177,7 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive, BillingCloseWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive, BillingCloseWorker, AnomalyWorker)
   // the dependency monitor runs wherever the service serves (tests that start no fibers start none)
   const Monitor = options.workers === false ? Layer.empty : DependencyMonitorLive
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
@@ -172,6 +196,8 @@ export interface RunningServer {
   readonly handler: (request: Request) => Promise<Response>
   /** the same handler without the lean path (tests compare the two answers) */
   readonly viaApi: (request: Request) => Promise<Response>
+  /** the lean path alone: undefined where it does not answer (src/system/Lean.ts) */
+  readonly lean: (request: Request) => Promise<Response> | undefined
   /** runs an effect in the service's own runtime (same database, clock, services) */
   readonly run: <A, E>(effect: Effect.Effect<A, E, any>) => Promise<A>
   /** stop accepting, finish in-flight requests, stop fibers, close pools */
@@ -191,21 +217,28 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
   const readBody = makeBodyReader(Api)
   // Every request's body is read (bounded) before the runtime; every response gets the common headers.
-  const viaApi = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> => {
-    const body = await readBody(request)
+  const viaApi = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> =>
+    viaApiRead(request, context, await readBody(request))
+  const viaApiRead = async (request: Request, context: Context.Context<any>, body: BodyVerdict | undefined): Promise<Response> => {
     const response = await webHandler(request, (body === undefined ? context : Context.add(context, PreReadBody, body)) as any)
     return withCommonHeaders(request, response)
   }
-  // GET /health answered outside HttpApiBuilder (not when tracing: the API path makes the request's span)
-  const lean = options.lean === false || config.otlpEndpoint !== undefined
+  // health, light reads and the vault exchange answered outside HttpApiBuilder (src/system/Lean.ts; not when
+  // tracing: the API path makes the request's span; not without the gate: the lean path always admits through it)
+  const lean = options.lean === false || options.rateLimit === false || config.otlpEndpoint !== undefined
     ? undefined
-    : await runtime.runPromise(makeLeanPath(rt as Runtime.Runtime<never>, (request) => viaApi(request)))
+    : await runtime.runPromise(makeLeanPath(rt as Runtime.Runtime<never>, {
+      readBody,
+      viaApi: (request, peer, body) =>
+        viaApiRead(request, peer === undefined ? Context.empty() as Context.Context<any> : Context.make(PeerAddress, peer), body)
+    }))
   const handler = (request: Request, context?: Context.Context<any>): Promise<Response> =>
-    lean?.(request) ?? viaApi(request, context)
+    lean?.(request, () => context === undefined ? undefined : Option.getOrUndefined(Context.getOption(context, PeerAddress))) ??
+      viaApi(request, context)
   return {
     handler,
     lean,
-    viaApi: (request: Request) => viaApi(request),
+    viaApi,
     run: <A, E>(effect: Effect.Effect<A, E, any>) => runtime.runPromise(effect as Effect.Effect<A, E, never>),
     dispose: () => runtime.dispose()
   }
@@ -218,13 +251,14 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
     hostname: config.host,
     maxRequestBodySize: 16 * 1024 * 1024,
     fetch: (request, srv) => {
-      // the lean path needs no peer address (its routes are never rate-limited)
-      const quick = lean?.(request)
+      // the peer address is asked only when needed (health never needs it)
+      const peerOf = () => srv.requestIP(request)?.address
+      const quick = lean?.(request, peerOf)
       if (quick !== undefined) return quick
-      const peer = srv.requestIP(request)?.address
+      const peer = peerOf()
       let context = Context.empty() as Context.Context<any>
       if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
-      return handler(request, context)
+      return viaApi(request, context)
     }
   })
   let stopped = false
@@ -232,7 +266,8 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
     url: `http://127.0.0.1:${server.port}`,
     port: server.port!,
     handler: (request) => handler(request),
-    viaApi,
+    viaApi: (request) => viaApi(request),
+    lean: (request) => lean?.(request, () => undefined),
     run,
     stop: async () => {
       if (stopped) return

@@ -28,7 +28,7 @@ const COMMANDS: ReadonlyArray<{ readonly name: string; readonly usage: string; r
   { name: "billing close-period", usage: "billing close-period [--period YYYY-MM]", does: "invoice a month that has ended (default: last month); idempotent", env: "database" },
   { name: "billing mark-paid", usage: "billing mark-paid <invoiceId>", does: "mark an open invoice paid", env: "database" },
   { name: "keys generate", usage: "keys generate", does: "print a new RSA private key (PEM) for RSA_PRIVATE_KEY" },
-  { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials and webhook secrets under the active key", env: "database" }
+  { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials, webhook secrets and SSO client secrets under the active key", env: "database" }
 ]
 
 const environmentHelp = (only?: ReadonlyArray<string>) => {

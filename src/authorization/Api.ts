@@ -9,9 +9,9 @@ import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/
 import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Gone,
+  AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialNotAllowed, FidoRequired, Forbidden, Gone,
   InvalidChallenge, InvalidGrant, InvalidRedirectUri, InvalidScopes, NoCredentials, NotFound, PasskeyVerificationFailed, PolicyDenied, PrincipalInactive,
-  PublicRouteErrors, QuotaExceeded, RequestNotPending
+  PlanLimitExceeded, PrincipalMismatch, PublicRouteErrors, QuotaExceeded, RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -65,6 +65,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(PrincipalInactive)
       .addError(InvalidScopes)
       .addError(QuotaExceeded)
+      .addError(PlanLimitExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 10, authorizeBucket: true })
@@ -120,6 +121,8 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(AgentSuspended)
       .addError(FidoRequired)
       .addError(PrincipalInactive)
+      .addError(PrincipalMismatch)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.post("deny", "/v1/consent/:id/deny")
@@ -151,10 +154,13 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(AgentSuspended)
       .addError(FidoRequired)
       .addError(PrincipalInactive)
+      .addError(PrincipalMismatch)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.get("consentPage", "/consent")
-      .setUrlParams(Schema.Struct({ req: Schema.optional(Schema.String) }))
+      // error=access_denied: back from an SSO sign-in that was refused (decisions §12)
+      .setUrlParams(Schema.Struct({ req: Schema.optional(Schema.String), error: Schema.optional(Schema.String) }))
       .addSuccess(Html)
   )
   .add(HttpApiEndpoint.post("approveForm", "/consent/approve").setPayload(Form).addSuccess(Html))

@@ -3,6 +3,7 @@
  * only script is our own passkey helper, loaded only when the developer requires a passkey.
  * Approve and Deny are plain form posts, so the page works without JavaScript.
  */
+import { HttpServerResponse } from "@effect/platform"
 import { randomBytes } from "node:crypto"
 import type { ConsentView } from "./Service.ts"
 
@@ -76,7 +77,8 @@ const originOf = (uri: string | null) => {
   }
 }
 
-export const consentPage = (view: ConsentView): Page => {
+/** `notice`: a line above the scopes (who is signed in through SSO, what their groups allow) */
+export const consentPage = (view: ConsentView, options: { readonly notice?: string } = {}): Page => {
   const scopes = view.scopes
     .map((s) => `<li><strong>${escape(view.scopeDescriptions[s] ?? s)}</strong><code>${escape(s)}</code></li>`)
     .join("\n")
@@ -97,6 +99,7 @@ export const consentPage = (view: ConsentView): Page => {
     `<h1>Allow <span id="agent-name">${escape(view.agentName)}</span> to act for you?</h1>
 <p class="did" id="agent-did">${escape(view.agentDid)}</p>
 ${view.agentDescription ? `<p class="desc">${escape(view.agentDescription)}</p>` : ""}
+${options.notice ? `<p class="notice" id="sso-notice">${escape(options.notice)}</p>` : ""}
 <p>It is asking for:</p>
 <ul id="scopes">
 ${scopes}
@@ -107,8 +110,23 @@ ${passkey}`,
   )
 }
 
-export const messagePage = (title: string, message: string): Page =>
-  page(title, `<h1>${escape(title)}</h1><p class="notice" id="message">${escape(message)}</p>`)
+const NO_STORE = { "cache-control": "no-store", "referrer-policy": "no-referrer" }
+
+/** A page as the answer: its CSP, no framing, no caching (the consent and SSO routes) */
+export const htmlResponse = (p: Page, status = 200, headers: Record<string, string> = {}) =>
+  HttpServerResponse.text(p.html, {
+    status,
+    contentType: "text/html; charset=utf-8",
+    headers: { "content-security-policy": p.csp, "x-content-type-options": "nosniff", "x-frame-options": "DENY", ...NO_STORE, ...headers }
+  })
+
+export const seeOther = (location: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.empty({ status: 303, headers: { location, ...NO_STORE, ...headers } })
+
+export const messagePage = (title: string, message: string, links: ReadonlyArray<{ readonly text: string; readonly href: string }> = []): Page =>
+  page(title, `<h1>${escape(title)}</h1><p class="notice" id="message">${escape(message)}</p>${
+    links.length === 0 ? "" : `<ul id="links">${links.map((l) => `<li><a href="${escape(l.href)}">${escape(l.text)}</a></li>`).join("")}</ul>`
+  }`)
 
 /** A same-origin passkey helper: options → navigator.credentials.get → verify → redirect. */
 export const PASSKEY_SCRIPT = `(() => {

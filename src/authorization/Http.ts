@@ -1,24 +1,15 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { Passkeys } from "../passkeys/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
-import { type AgentSuspended, type FidoRequired, Gone, type NotFound, type PrincipalInactive } from "../platform/Errors.ts"
-import { consentPage, messagePage, PASSKEY_SCRIPT, type Page } from "./ConsentPage.ts"
+import {
+  type AgentSuspended, type FidoRequired, type Forbidden, Gone, type NotFound, type PrincipalInactive, type PrincipalMismatch
+} from "../platform/Errors.ts"
+import { SsoConsent } from "../sso/Consent.ts"
+import { SESSION_COOKIE } from "../sso/Sessions.ts"
+import { consentPage, htmlResponse as html, messagePage, PASSKEY_SCRIPT, seeOther } from "./ConsentPage.ts"
 import { Authorization } from "./Service.ts"
-
-const html = (p: Page, status = 200) =>
-  HttpServerResponse.text(p.html, {
-    status,
-    contentType: "text/html; charset=utf-8",
-    headers: {
-      "content-security-policy": p.csp,
-      "x-content-type-options": "nosniff",
-      "x-frame-options": "DENY",
-      "referrer-policy": "no-referrer",
-      "cache-control": "no-store"
-    }
-  })
 
 /** where the person goes after deciding: redirectUri with code (or error) and state */
 export const redirectLocation = (redirectUri: string, params: Record<string, string | null | undefined>) => {
@@ -27,9 +18,6 @@ export const redirectLocation = (redirectUri: string, params: Record<string, str
   return url.toString()
 }
 
-const seeOther = (location: string) =>
-  HttpServerResponse.empty({ status: 303, headers: { location, "cache-control": "no-store", "referrer-policy": "no-referrer" } })
-
 const defined = <T extends Record<string, unknown>>(o: T) =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as { [K in keyof T]: Exclude<T[K], null> }
 
@@ -37,10 +25,25 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
   Effect.gen(function*() {
     const authorization = yield* Authorization
     const passkeys = yield* Passkeys
+    const sso = yield* SsoConsent
+
+    /** the SSO sign-in of the person answering (decisions §12): only when the request's developer enforces SSO */
+    const ssoApproval = (authRequestId: string) =>
+      Effect.gen(function*() {
+        const request = yield* authorization.getPendingRequest(authRequestId)
+        if (request === undefined) return undefined
+        const http = yield* HttpServerRequest.HttpServerRequest
+        const gate = yield* sso.gate(request.developerId, request.principalId, http.cookies[SESSION_COOKIE])
+        return gate.kind === "signedIn" ? gate.approval : undefined
+      })
 
     /** the page shown when a request cannot be answered any more */
-    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired | PrincipalInactive) =>
-      e._tag === "NotFound"
+    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden) =>
+      e._tag === "PrincipalMismatch"
+        ? html(messagePage("Not you", `${e.message}. Nothing was shared. (PRINCIPAL_MISMATCH)`), 403)
+        : e._tag === "Forbidden"
+        ? html(messagePage("Not allowed", `${e.message}. Nothing was shared.`), 403)
+        : e._tag === "NotFound"
         ? html(messagePage("Request not found", "This authorization request does not exist. Check the link you followed."), 404)
         : e._tag === "FidoRequired"
         ? html(messagePage("Passkey required", e.message), 403)
@@ -60,16 +63,17 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
         Effect.gen(function*() {
           const view = yield* authorization.consent(path.id)
           if (view.status !== "pending") return yield* Effect.fail(new Gone({ message: `Authorization request ${view.status}` }))
-          const { redirectUri: _redirect, principalId: _principal, ...rest } = view
+          const { redirectUri: _redirect, principalId: _principal, developerId: _developer, ...rest } = view
           return rest
         }))
       .handle("approve", ({ path }) =>
-        Effect.map(authorization.approveRequest(path.id, { fidoVerified: false }), (a) =>
-          defined({ code: a.code, redirectUri: a.redirectUri, state: a.state })))
+        Effect.flatMap(ssoApproval(path.id), (signedIn) =>
+          Effect.map(authorization.approveRequest(path.id, { fidoVerified: false, sso: signedIn }), (a) =>
+            defined({ code: a.code, redirectUri: a.redirectUri, state: a.state }))))
       .handle("deny", ({ path }) => Effect.map(authorization.denyRequest(path.id), defined))
       .handle("passkeyOptions", ({ path }) => passkeys.assertionOptionsForRequest(path.id) as any)
       .handle("passkeyVerify", ({ path, payload }) =>
-        Effect.map(passkeys.verifyAssertionForRequest(path.id, payload), (outcome) => ({
+        Effect.map(Effect.flatMap(ssoApproval(path.id), (signedIn) => passkeys.verifyAssertionForRequest(path.id, payload, signedIn)), (outcome) => ({
           verified: true,
           grantId: outcome.grantId,
           location: outcome.redirectUri ? redirectLocation(outcome.redirectUri, { code: outcome.code, state: outcome.state }) : null
@@ -84,10 +88,36 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
           if (view.status !== "pending") {
             return html(messagePage("Already answered", `This authorization request was already ${view.status}.`), 410)
           }
-          return html(consentPage(view))
+          // decisions §12: with SSO enforced, the person signs in at their provider first, and only the principal answers
+          const http = yield* HttpServerRequest.HttpServerRequest
+          const gate = yield* sso.gate(view.developerId, view.principalId, http.cookies[SESSION_COOKIE])
+          if (gate.kind === "open") return html(consentPage(view))
+          if (gate.kind === "mismatch") {
+            return html(messagePage("Not you", "You are signed in as someone else than the person this request is for. Nothing was shared. (PRINCIPAL_MISMATCH)"), 403)
+          }
+          if (gate.kind === "signIn") {
+            if (urlParams.error === "access_denied") {
+              return html(messagePage("Sign-in refused", "Your organisation's sign-in did not succeed, so this request cannot be answered. Nothing was shared."), 401)
+            }
+            const where = yield* sso.signIn(view.developerId, view.id).pipe(
+              Effect.catchAll((e) => Effect.succeed({ error: e.message } as const))
+            )
+            if ("error" in where) return html(messagePage("Sign-in unavailable", `Your organisation's sign-in cannot start: ${where.error}`), 502)
+            if ("location" in where) return seeOther(where.location)
+            return html(messagePage("Sign in", "Sign in with your organisation to answer this request.", where.choices.map((c) => ({ text: c.name, href: c.href }))))
+          }
+          const ceiling = gate.approval.scopeCeiling
+          const approvable = ceiling === null ? view.scopes : view.scopes.filter((s) => ceiling.includes(s))
+          if (approvable.length === 0) {
+            return html(messagePage("Not allowed", "None of the requested scopes is allowed for your groups. Nothing was shared."), 403)
+          }
+          const dropped = view.scopes.length - approvable.length
+          return html(consentPage({ ...view, scopes: approvable }, {
+            notice: `Signed in as ${gate.session.principalId} through your organisation.${dropped > 0 ? ` ${dropped} requested scope(s) are outside what your groups allow and will not be granted.` : ""}`
+          }))
         }).pipe(Effect.catchAll(unavailable)))
       .handle("approveForm", ({ payload }) =>
-        authorization.approveRequest(payload.req, { fidoVerified: false }).pipe(
+        Effect.flatMap(ssoApproval(payload.req), (signedIn) => authorization.approveRequest(payload.req, { fidoVerified: false, sso: signedIn })).pipe(
           Effect.map((a) =>
             a.redirectUri
               ? seeOther(redirectLocation(a.redirectUri, { code: a.code, state: a.state }))

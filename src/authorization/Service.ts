@@ -6,6 +6,7 @@
  * Codes and refresh tokens are random 32-byte secrets stored only as SHA-256. Presenting a used
  * code or refresh token again revokes the grant: whoever holds a copy loses it too.
  */
+import { optionalCore } from "../anomalies/Core.ts"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
@@ -18,7 +19,8 @@ import { Credentials } from "../credentials/Service.ts"
 import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied, type PrincipalInactive, type QuotaExceeded
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, type Forbidden, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied,
+  type PlanLimitExceeded, type PrincipalInactive, type PrincipalMismatch, type QuotaExceeded
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -26,6 +28,10 @@ import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { PolicyEngine } from "../policies/Service.ts"
 import { describeScope } from "./Scopes.ts"
+import { ssoBinding, type SsoApproval } from "./SsoBinding.ts"
+import { sha256Hex } from "../platform/Hash.ts"
+
+export type { SsoApproval } from "./SsoBinding.ts"
 
 /** An authorization request waits this long for the person. */
 export const REQUEST_TTL_MS = 10 * 60 * 1000
@@ -34,7 +40,6 @@ export const CODE_TTL_MS = 10 * 60 * 1000
 /** Grant tokens from /v1/token and refresh live at most this long (never past the grant). */
 export const ACCESS_TOKEN_TTL_MS = 60 * 60 * 1000
 
-const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 const secret = () => randomBytes(32).toString("base64url")
 
 export interface AuthRequestRecord {
@@ -80,6 +85,7 @@ export interface ConsentView {
   readonly fidoRequired: boolean
   readonly redirectUri: string | null
   readonly principalId: string
+  readonly developerId: string
 }
 
 export interface Approval {
@@ -105,7 +111,7 @@ export interface AuthorizationService {
       authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string
       policyEnforced?: true; effect?: "allow"; policyId?: string
     },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied | QuotaExceeded
+    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied | QuotaExceeded | PlanLimitExceeded
   >
   /** the consent page's view of a request; NotFound when unknown */
   readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
@@ -113,7 +119,10 @@ export interface AuthorizationService {
     { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
   >
   /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
-  readonly approveRequest: (authRequestId: string, options: { fidoVerified: boolean }) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive>
+  readonly approveRequest: (
+    authRequestId: string,
+    options: { readonly fidoVerified: boolean; readonly sso?: SsoApproval | undefined }
+  ) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
   readonly exchangeCode: (
     developer: Developer,
@@ -139,6 +148,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    const anomalies = yield* optionalCore // decisions §14: inline rules
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
@@ -160,7 +170,7 @@ export const AuthorizationServiceLive = Layer.effect(
         const token = yield* grants.issueToken(grant, { expiresAt, ...(bdg !== undefined ? { bdg } : {}) })
         const refreshToken = `rt_${secret()}`
         yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
-                   VALUES (${newId("ref", ms)}, ${sha256(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
+                   VALUES (${newId("ref", ms)}, ${sha256Hex(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
                            ${new Date(ms)}, ${grant.expiresAt})`
         return {
           grantToken: token.grantToken,
@@ -171,23 +181,29 @@ export const AuthorizationServiceLive = Layer.effect(
         }
       }).pipe(Effect.orDie)
 
-    const approveInTransaction = (request: AuthRequestRecord, ms: number, fidoVerified: boolean, approvedByPolicy?: string) =>
+    const approveInTransaction = (
+      request: AuthRequestRecord, ms: number, fidoVerified: boolean, approvedByPolicy?: string,
+      sso?: { readonly sessionId: string; readonly scopes: ReadonlyArray<string> }
+    ) =>
       Effect.gen(function*() {
         const grant = yield* grants.create({
           developerId: request.developerId,
           agentId: request.agentId,
           principalId: request.principalId,
-          scopes: request.scopes,
+          scopes: sso?.scopes ?? request.scopes,
           audience: request.audience,
           expiresAt: new Date(ms + request.grantTtlSeconds * 1000),
-          ...(approvedByPolicy !== undefined ? { approvedByPolicy } : {})
+          ...(approvedByPolicy !== undefined ? { approvedByPolicy } : {}),
+          // a passkey approval stays "passkey" (derived from fido_verified_at) even when SSO was also required
+          ...(sso !== undefined && !fidoVerified ? { approvedBySso: true } : {})
         })
         const code = secret()
         yield* sql`INSERT INTO auth_codes (code_hash, auth_request_id, grant_id, developer_id, agent_id, expires_at)
-                   VALUES (${sha256(code)}, ${request.id}, ${grant.id}, ${request.developerId}, ${request.agentId},
+                   VALUES (${sha256Hex(code)}, ${request.id}, ${grant.id}, ${request.developerId}, ${request.agentId},
                            ${new Date(ms + CODE_TTL_MS)})`
         yield* sql`UPDATE auth_requests SET status = 'approved', decided_at = ${new Date(ms)}, grant_id = ${grant.id},
-                     fido_verified_at = CASE WHEN ${fidoVerified} THEN ${new Date(ms)} ELSE fido_verified_at END
+                     fido_verified_at = CASE WHEN ${fidoVerified} THEN ${new Date(ms)} ELSE fido_verified_at END,
+                     sso_session_id = ${sso?.sessionId ?? null}
                    WHERE id = ${request.id}`
         return { code, grantId: grant.id, redirectUri: request.redirectUri, state: request.state }
       }).pipe(Effect.orDie)
@@ -218,6 +234,7 @@ export const AuthorizationServiceLive = Layer.effect(
         }
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
+          if (anomalies !== undefined) yield* anomalies.scopeRefused(developer.id, agent.id, "INVALID_SCOPES")
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
         yield* principals.requireActive(developer.id, input.principalId)
@@ -226,7 +243,9 @@ export const AuthorizationServiceLive = Layer.effect(
         const byPolicy = policy.autoApprove !== undefined && !developer.fidoRequired && !(yield* policyEngine.ssoEnforced(developer.id))
           ? policy.autoApprove.policyId
           : undefined
-        // decisions §16: the monthly authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
+        // decisions §16: the plan's active-grant cap (402 PLAN_LIMIT_EXCEEDED), then the monthly
+        // authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
+        yield* entitlements.belowCap(developer, "activeGrants")
         yield* entitlements.admit(developer, "authorizations")
         const ms = yield* nowMillis
         const id = newId("areq", ms)
@@ -257,7 +276,7 @@ export const AuthorizationServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ms = yield* nowMillis
         const rows = yield* sql<AuthRequestRecord & { agentName: string; agentDescription: string | null; fidoRequired: boolean }>`
-          SELECT r.id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id,
+          SELECT r.id, r.developer_id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id,
                  a.name AS agent_name, a.description AS agent_description, d.fido_required
           FROM auth_requests r JOIN agents a ON a.id = r.agent_id JOIN developers d ON d.id = r.developer_id
           WHERE r.id = ${id}`.pipe(Effect.orDie)
@@ -275,7 +294,8 @@ export const AuthorizationServiceLive = Layer.effect(
           status,
           fidoRequired: row.fidoRequired,
           redirectUri: row.redirectUri,
-          principalId: row.principalId
+          principalId: row.principalId,
+          developerId: row.developerId
         }
       })
 
@@ -309,7 +329,8 @@ export const AuthorizationServiceLive = Layer.effect(
             return yield* Effect.fail(new FidoRequired({ message: "This developer requires approval with a passkey" }))
           }
         }
-        return yield* approveInTransaction(request, ms, options.fidoVerified)
+        const sso = (yield* policyEngine.ssoEnforced(request.developerId)) ? yield* ssoBinding(request, options.sso) : undefined
+        return yield* approveInTransaction(request, ms, options.fidoVerified, undefined, sso)
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const denyRequest: AuthorizationService["denyRequest"] = (id) =>
@@ -366,12 +387,13 @@ export const AuthorizationServiceLive = Layer.effect(
           const ms = yield* nowMillis
           const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
             SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
-            WHERE code_hash = ${sha256(input.code)} FOR UPDATE`
+            WHERE code_hash = ${sha256Hex(input.code)} FOR UPDATE`
           const code = rows[0]
           if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
           if (code.usedAt !== null) {
             // A replayed code means someone else may hold it: the grant issued from it is revoked.
             const revoked = yield* grants.revoke(developer.id, code.grantId)
+            if (anomalies !== undefined) yield* anomalies.replay(developer.id, code.agentId, code.grantId, "code", revoked?.length ?? 0)
             return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
@@ -387,7 +409,7 @@ export const AuthorizationServiceLive = Layer.effect(
               return { error: "codeVerifier does not match the code challenge" } as const
             }
           }
-          yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256(input.code)}`
+          yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
           const grant = yield* grants.find(developer.id, code.grantId)
           if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
             return { error: "The grant is no longer active" } as const
@@ -410,11 +432,12 @@ export const AuthorizationServiceLive = Layer.effect(
           const ms = yield* nowMillis
           const rows = yield* sql<{ id: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
             SELECT id, grant_id, developer_id, agent_id, expires_at, used_at FROM refresh_tokens
-            WHERE token_hash = ${sha256(input.refreshToken)} FOR UPDATE`
+            WHERE token_hash = ${sha256Hex(input.refreshToken)} FOR UPDATE`
           const token = rows[0]
           if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
           if (token.usedAt !== null) {
             const revoked = yield* grants.revoke(developer.id, token.grantId)
+            if (anomalies !== undefined) yield* anomalies.replay(developer.id, token.agentId, token.grantId, "refresh_token", revoked?.length ?? 0)
             return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
           }
           if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const

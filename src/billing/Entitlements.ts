@@ -26,9 +26,13 @@ import { type LimitName, type Plan, planOf, periodOf, QUOTA_OF } from "./Plans.t
 import { NoProviderLive } from "./Provider.ts"
 
 export type QuotaMeter = "authorizations" | "token_exchanges"
-export type CapName = "agents" | "webhooks" | "activeGrants"
+export type CapName = "agents" | "webhooks" | "activeGrants" | "policies" | "ssoConnections"
 
 export const QUOTA_RESYNC_MS = 60_000
+/** how long an instance trusts its count of a developer's active grants, below 90 % of the cap */
+const ESTIMATE_MS = 5_000
+const ESTIMATE_MARGIN = 0.9
+const ESTIMATES_MAX = 10_000
 /** the most units one instance takes ahead, and how long it may hand them out */
 const LEASE_MAX = 32
 const LEASE_MS = 2_000
@@ -36,16 +40,26 @@ const LEASE_MS = 2_000
 /** rows that count against each cap; `$1` is the developer, `$2` now (typed where unused, so every query takes both) */
 export const CAP_SQL: Record<CapName, string> = {
   agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
-  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
-  activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2"
+  webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND kind = 'endpoint' AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2",
+  policies: "SELECT count(*)::int AS n FROM policies WHERE developer_id = $1 AND $2::timestamptz IS NOT NULL",
+  // checked by the SSO connections service itself, under the developer's row lock it already takes
+  ssoConnections: "SELECT count(*)::int AS n FROM sso_connections WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL"
 }
 
-const CAP_WORDS: Record<CapName, string> = { agents: "agents", webhooks: "webhook endpoints", activeGrants: "active grants" }
+const CAP_WORDS: Record<CapName, string> = { agents: "agents", webhooks: "webhook endpoints", activeGrants: "active grants", policies: "policies", ssoConnections: "SSO connections" }
 
 export interface EntitlementsService {
   readonly plan: (developer: Pick<Developer, "plan">) => Plan
   /** the quota check of authorize and code exchange; never called on refresh */
   readonly admit: (developer: Pick<Developer, "id" | "plan">, meter: QuotaMeter) => Effect.Effect<void, QuotaExceeded>
+  /**
+   * For a cap on things made later from a request (active grants: a consent request or delegation
+   * asks for one now, the grant is made at approval): refuses when the developer is at the cap.
+   * Counted exactly near the cap; far from it an instance's recent count (a few seconds old) decides,
+   * so a busy developer's requests do not each count its grants.
+   */
+  readonly belowCap: (developer: Pick<Developer, "id" | "plan">, cap: "activeGrants") => Effect.Effect<void, PlanLimitExceeded>
   /** runs `create` in a transaction only if the developer is below the plan's cap */
   readonly withinCap: <A, E, R>(
     developer: Pick<Developer, "id" | "plan">,
@@ -189,7 +203,31 @@ export const EntitlementsLive = Layer.effect(
       })).pipe(Effect.catchTag("SqlError" as any, Effect.die)) as any
     }
 
-    return { plan, admit, withinCap }
+    // developer id → its active grants as last counted here, plus the requests admitted since
+    const estimates = new Map<string, { n: number; until: number }>()
+    const belowCap: EntitlementsService["belowCap"] = (developer, cap) =>
+      Effect.gen(function*() {
+        const p = plan(developer)
+        const limit = p.limits[cap]
+        if (limit === null) return
+        const hit = estimates.get(developer.id)
+        // each admitted request counts as a grant until the next count, so the estimate only errs upwards
+        if (hit !== undefined && hit.until > Date.now() && hit.n < limit * ESTIMATE_MARGIN) {
+          hit.n++
+          return
+        }
+        const [row] = yield* sql.unsafe<{ n: number }>(CAP_SQL[cap], [developer.id, new Date(yield* nowMillis)] as any).pipe(Effect.orDie)
+        const n = Number(row?.n ?? 0)
+        if (estimates.size >= ESTIMATES_MAX) estimates.clear()
+        estimates.set(developer.id, { n: n + 1, until: Date.now() + ESTIMATE_MS })
+        if (n >= limit) {
+          return yield* Effect.fail(new PlanLimitExceeded({
+            message: `The ${p.name} plan allows ${limit} ${CAP_WORDS[cap]}; revoke some or let them expire`
+          }))
+        }
+      })
+
+    return { plan, admit, withinCap, belowCap }
   })
 )
 

@@ -52,7 +52,7 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const window = yield* parseWindow(urlParams.since, urlParams.until)
-          return yield* summaryOf(repo, developer, window, yield* nowMillis)
+          return yield* summaryOf(svc, developer, window, yield* nowMillis)
         }))
       .handle("exportAudit", ({ urlParams }) =>
         Effect.gen(function*() {

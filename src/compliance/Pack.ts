@@ -84,7 +84,8 @@ export const packStream = (
       schemaVersion: "1.0", generatedAt: new Date(ms).toISOString(), since: iso(window.since), until: iso(window.until),
       framework, issuer: svc.issuer, exportId, developerId: developer.id
     }
-    const summary = yield* summaryOf(repo, developer, window, ms)
+    const summary = yield* summaryOf(svc, developer, window, ms)
+    const policies = yield* svc.policies(developer.id)
     const breachParams: Array<unknown> = [developer.id]
     let breachWhere = ""
     if (window.since !== undefined) { breachParams.push(window.since); breachWhere += ` AND created_at >= $${breachParams.length}` }
@@ -123,7 +124,7 @@ export const packStream = (
       Buffer.concat([
         section("meta", meta, 1, true),
         section("summary", summary, 1),
-        section("policies", [], 0),
+        section("policies", policies, policies.length),
         section("breaches", breaches, breaches.length)
       ]) as Uint8Array)
     const grants = arraySection("grants", undefined as { createdAt: Date; id: string } | undefined, (after) =>

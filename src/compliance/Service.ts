@@ -4,6 +4,9 @@
  * hash as they write, so memory stays at one page and the first byte does not wait for the last row.
  * Every export is written to the audit chain as `service.compliance.exported` with its digest.
  */
+import { DirectoryPrincipals } from "../directory/Principals.ts"
+import { ruleView } from "../policies/Rules.ts"
+import { PolicyEngine } from "../policies/Service.ts"
 import { SqlClient } from "@effect/sql"
 import { Chunk, Context, Effect, Layer, Option, Queue, Stream } from "effect"
 import * as jose from "jose"
@@ -53,6 +56,10 @@ export interface ComplianceService {
   /** compact JWS (RS256, the grant-token key) over the UTF-8 of `payload` */
   readonly sign: (payload: string) => Effect.Effect<string>
   readonly recordExport: (developerId: string, metadata: Record<string, unknown>) => Effect.Effect<void>
+  /** the developer's policy rules (as the API shows them), read through the policy engine */
+  readonly policies: (developerId: string) => Effect.Effect<ReadonlyArray<ReturnType<typeof ruleView>>>
+  /** directory counts, read through the directory's service */
+  readonly directoryCounts: (developerId: string) => Effect.Effect<{ readonly users: number; readonly deprovisioned: number }>
   /** the whole export file as a stream of byte chunks; `onDone` sees the digest and row count */
   readonly exportStream: (
     developerId: string,
@@ -76,6 +83,8 @@ export const ComplianceLive = Layer.effect(
     const keys = yield* Keys
     const chain = yield* AuditChain
     const config = yield* Config
+    const engine = yield* PolicyEngine
+    const directory = yield* DirectoryPrincipals
     const repo = makeRepo(sql)
     const privateKey = createPrivateKey(keys.privateKeyPem())
     const wake = yield* Queue.sliding<void>(1)
@@ -161,6 +170,8 @@ export const ComplianceLive = Layer.effect(
 
     return {
       repo,
+      policies: (developerId: string) => Effect.map(engine.load(developerId), (loaded) => loaded.rules.map(ruleView)),
+      directoryCounts: directory.counts,
       issuer: config.jwtIssuer,
       kid: keys.kid,
       sign,

@@ -1,16 +1,18 @@
 /**
  * GET /v1/compliance/summary (decisions §15): counts over the window (grants by issue time, audit
  * entries by time); agents, breaches and bundles as they stand. One statement per table.
- * `policies`, `directory` and `anomalies` read 0 until sections 13, 11 and 14 land their tables.
+ * `policies` counts the developer's rules and `directory` its SCIM users, read through those
+ * capabilities' services; `anomalies` counts open alerts (§14).
  */
 import { Effect } from "effect"
-import type { Repo } from "./Repo.ts"
+import type { ComplianceService } from "./Service.ts"
 import { iso, type Window } from "./Params.ts"
 
 const BOARD_REPORT_HOURS = 72
 
-export const summaryOf = (repo: Repo, developer: { id: string; plan: string }, window: Window, nowMs: number) =>
+export const summaryOf = (svc: ComplianceService, developer: { id: string; plan: string }, window: Window, nowMs: number) =>
   Effect.gen(function*() {
+    const repo = svc.repo
     const now = new Date(nowMs)
     const range = (column: string, params: Array<unknown>) => {
       let where = ""
@@ -46,6 +48,9 @@ export const summaryOf = (repo: Repo, developer: { id: string; plan: string }, w
     const [bundles] = yield* repo.q<any>(`
       SELECT count(*) FILTER (WHERE status = 'active') AS active, count(*) FILTER (WHERE status = 'revoked') AS revoked
       FROM consent_bundles WHERE developer_id = $1`, [developer.id])
+    const [anomalies] = yield* repo.q<any>(`SELECT count(*) AS open FROM anomaly_alerts WHERE developer_id = $1 AND status = 'open'`, [developer.id])
+    const policies = yield* svc.policies(developer.id)
+    const directory = yield* svc.directoryCounts(developer.id)
     const n = (v: unknown) => Number(v ?? 0)
     return {
       generatedAt: now.toISOString(),
@@ -54,12 +59,12 @@ export const summaryOf = (repo: Repo, developer: { id: string; plan: string }, w
       agents: { total: n(agents.total), active: n(agents.active), suspended: n(agents.suspended), revoked: n(agents.revoked) },
       grants: { total: n(grants.total), active: n(grants.active), revoked: n(grants.revoked), expired: n(grants.expired) },
       auditEntries: { total: n(audit.total), success: n(audit.success), failure: n(audit.failure), blocked: n(audit.blocked) },
-      policies: { total: 0 },
+      policies: { total: policies.length },
       plan: developer.plan,
       breaches: { open: n(breaches.open), overdue: n(breaches.overdue) },
       consentBundles: { active: n(bundles.active), revoked: n(bundles.revoked) },
-      directory: { users: 0, deprovisioned: 0 },
-      anomalies: { open: 0 }
+      directory,
+      anomalies: { open: n(anomalies.open) }
     }
   })
 

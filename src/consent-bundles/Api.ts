@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, AlreadyRevoked, ApiKeyRouteErrors, BodyErrors, BundleExpired, BundleNotFound, BundleRevoked,
-  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PolicyDenied, PrincipalInactive
+  ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PlanLimitExceeded, PolicyDenied, PrincipalInactive
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -57,6 +57,7 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
       .addError(ConsentRequired)
       .addError(InvalidScopes)
       .addError(InvalidTtl)
+      .addError(PlanLimitExceeded)
       .annotate(RatePolicy, { routeLimit: 10 })
   )
   .add(

@@ -19,6 +19,7 @@ import {
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
+import { makeDirectRead } from "../platform/PgPool.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { PolicyEngine } from "../policies/Service.ts"
@@ -145,6 +146,8 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const policyEngine = yield* PolicyEngine
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
     const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
+    // the light reads (a bundle, its revocation status) go straight through the pool (PgPool.ts)
+    const read = yield* makeDirectRead
 
     const find = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BundleRecord>(
@@ -186,7 +189,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
           if (unregistered.length > 0) {
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
           }
-          const requirement = yield* approvalRequirement(sql, developerId)
+          const requirement = yield* approvalRequirement(sql, developerId, policyEngine.ssoEnforced)
           if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
             const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
               developerId,
@@ -265,7 +268,9 @@ export const ConsentBundlesServiceLive = Layer.effect(
 
     const get: ConsentBundlesService["get"] = (developerId, id) =>
       Effect.gen(function*() {
-        const bundle = yield* find(developerId, id)
+        const rows = yield* read<BundleRecord>(`SELECT ${BUNDLE_COLUMNS} FROM consent_bundles WHERE id = $1 AND developer_id = $2`, [id, developerId])
+          .pipe(Effect.orDie)
+        const bundle = rows[0]
         if (bundle === undefined) return yield* Effect.fail(notFound())
         return summaryView(bundle, yield* nowMillis)
       })
@@ -286,10 +291,12 @@ export const ConsentBundlesServiceLive = Layer.effect(
 
     const revocationStatus: ConsentBundlesService["revocationStatus"] = (developerId, id) =>
       Effect.gen(function*() {
-        const rows = yield* sql<{ status: string; revokedAt: Date | null; grantStatus: string; grantRevokedAt: Date | null }>`
-          SELECT b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
+        const rows = yield* read<{ status: string; revokedAt: Date | null; grantStatus: string; grantRevokedAt: Date | null }>(
+          `SELECT b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
           FROM consent_bundles b JOIN grants g ON g.id = b.grant_id
-          WHERE b.id = ${id} AND b.developer_id = ${developerId}`.pipe(Effect.orDie)
+          WHERE b.id = $1 AND b.developer_id = $2`,
+          [id, developerId]
+        ).pipe(Effect.orDie)
         const row = rows[0]
         if (row === undefined) return yield* Effect.fail(notFound())
         const revokedAt = row.revokedAt ?? (row.grantStatus === "revoked" ? row.grantRevokedAt : null)

@@ -97,7 +97,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
        ), event AS (
          INSERT INTO events (id, developer_id, type, data, created_at)
          SELECT $15, ins.developer_id, $16, $17::jsonb, $13 FROM ins
-         RETURNING id, developer_id, type
+         RETURNING id, developer_id, type, data
        ), deliveries AS (${insertDeliveriesSql("$18", "$13")})
        SELECT (SELECT active FROM grant_row) AS grant_active, (SELECT open FROM list) AS list_open,
               (SELECT id FROM ins) AS inserted, (SELECT used FROM counted) AS used,

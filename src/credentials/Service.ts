@@ -5,6 +5,7 @@
  *
  * Issuance never fails quietly: any failure fails the caller's transaction, so nothing is issued.
  */
+import { AuditChain } from "../platform/AuditChain.ts"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Data, Effect, Layer, Schedule, Stream } from "effect"
@@ -90,6 +91,7 @@ export const CredentialsServiceLive = Layer.scoped(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const events = yield* Events
+    const audit = yield* AuditChain
     const keys = yield* VcKeys
     const rsa = yield* Keys
     const repo = makeRepo(sql)
@@ -203,6 +205,15 @@ export const CredentialsServiceLive = Layer.scoped(
           }
           if (outcome.inserted === null) continue
           if (outcome.deliveries > 0) nudgeDeliveryWorkers()
+          // the issuance in the developer's chain (decisions part two: service.vc.*), in the same transaction
+          yield* audit.append({
+            developerId: grant.developerId,
+            action: "service.vc.issued",
+            agentId: grant.agentId,
+            grantId: grant.id,
+            principalId: grant.principalId,
+            metadata: { credentialId: row.id, format, expiresAt: grant.expiresAt.toISOString() }
+          })
           const used = outcome.used ?? (yield* repo.countBlocking(list.id, randomInt(COUNTER_SHARDS)))
           // a shard's count is a cheap sign; the exact total is read only near the threshold
           if (used * COUNTER_SHARDS >= FULL_AT * list.size && (yield* repo.usedTotal(list.id)) >= FULL_AT * list.size) {

@@ -110,7 +110,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
        ), event AS (
          INSERT INTO events (id, developer_id, type, data, created_at)
          SELECT $10, developer_id, 'scim.user.updated', $11::jsonb, $9 FROM updated
-         RETURNING id, developer_id, type
+         RETURNING id, developer_id, type, data
        ), deliveries AS (${insertDeliveriesSql("$12", "$9")})
        SELECT updated.*, (SELECT pg_notify($13, $2) WHERE EXISTS (SELECT 1 FROM deliveries))::text AS notified FROM updated`,
       [id, developerId, version, v.userName, v.externalId, v.displayName, v.active, JSON.stringify(v.resource), at,

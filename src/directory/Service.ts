@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
@@ -26,6 +26,7 @@ import { matchesVersion as matches, type ScimError, scimFail, URN } from "./Scim
 import { ScimTokensLive } from "./Tokens.ts"
 import { compileFilter } from "./Filter.ts"
 import { listWindow, type ListQuery } from "./View.ts"
+import { sha256Hex } from "../platform/Hash.ts"
 
 export interface Settings {
   readonly principalIdAttribute: "userName" | "externalId" | "id"
@@ -59,7 +60,6 @@ export interface DirectoryService {
 
 export class Directory extends Context.Tag("agent-auth/Directory")<Directory, DirectoryService>() {}
 
-const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
 
 const tokenView = (r: { id: string; label: string; createdAt: Date; lastUsedAt: Date | null; expiresAt: Date | null }): TokenView => ({
   id: r.id,
@@ -196,7 +196,7 @@ export const DirectoryServiceLive = Layer.effect(
             return yield* Effect.fail(new Conflict({ message: `At most ${MAX_LIVE_TOKENS} live SCIM tokens; delete one first` }))
           }
           yield* sql`INSERT INTO scim_tokens (id, developer_id, token_hash, label, created_at, expires_at)
-                     VALUES (${id}, ${developerId}, ${sha256(token)}, ${label}, ${new Date(ms)}, ${expiresAt})`
+                     VALUES (${id}, ${developerId}, ${sha256Hex(token)}, ${label}, ${new Date(ms)}, ${expiresAt})`
           yield* audit.append({ developerId, action: "service.scim.token_created", metadata: { tokenId: id } })
           const view = tokenView({ id, label, createdAt: new Date(ms), lastUsedAt: null, expiresAt })
           return { ...view, tokenId: id, token }

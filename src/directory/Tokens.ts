@@ -6,9 +6,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
 import { type Developer, ScimTokenResolver } from "../platform/Auth.ts"
 import { nowMillis } from "../platform/Time.ts"
+import { sha256Hex } from "../platform/Hash.ts"
 
 const TOKEN = /^scim_[A-Za-z0-9_-]{43}$/
 
@@ -18,7 +18,7 @@ export const ScimTokensLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const resolve = (token: string) => {
       if (!TOKEN.test(token)) return Effect.succeed(undefined)
-      const hash = createHash("sha256").update(token).digest("hex")
+      const hash = sha256Hex(token)
       return Effect.flatMap(nowMillis, (ms) =>
         sql.unsafe<Developer & { tokenId: string }>(
           `WITH t AS (

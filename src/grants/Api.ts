@@ -6,7 +6,7 @@ import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, DelegationDepthExceeded, InvalidScopes, InvalidToken,
-  NotFound, PolicyDenied, ScopeEscalation
+  NotFound, PlanLimitExceeded, PolicyDenied, ScopeEscalation
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 
@@ -73,6 +73,7 @@ export class GrantsApi extends HttpApiGroup.make("grants")
       .addError(DelegationDepthExceeded)
       .addError(InvalidScopes)
       .addError(PolicyDenied)
+      .addError(PlanLimitExceeded)
   )
   .add(
     HttpApiEndpoint.post("verify", "/v1/tokens/verify")

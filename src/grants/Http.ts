@@ -1,18 +1,20 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { optionalCore } from "../anomalies/Core.ts"
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { Agents } from "../agents/Service.ts"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
 import { Credentials } from "../credentials/Service.ts"
+import { Entitlements } from "../billing/Entitlements.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { AgentNotFound, AgentSuspended, BadRequest, DelegationDepthExceeded, InvalidScopes, InvalidToken, NotFound, ScopeEscalation } from "../platform/Errors.ts"
 import { Keys } from "../platform/Keys.ts"
-import { Metrics } from "../platform/Metrics.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { PolicyEngine } from "../policies/Service.ts"
 import { Grants, type GrantRecord, grantView, MAX_GRANT_TTL_SECONDS } from "./Service.ts"
+import { makeVerifyToken } from "./Verify.ts"
 
 const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
   revoked_at, parent_grant_id, delegation_depth, created_at`
@@ -22,11 +24,13 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
     const grants = yield* Grants
     const agents = yield* Agents
     const keys = yield* Keys
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    const anomalies = yield* optionalCore // decisions §14: inline rules
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const credentials = yield* Credentials
     const policyEngine = yield* PolicyEngine
+    const entitlements = yield* Entitlements
+    const verifyToken = yield* makeVerifyToken
 
     return handlers
       .handle("list", ({ urlParams }) =>
@@ -81,6 +85,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
             Effect.mapError(() => new InvalidToken({ message: "parentGrantToken is not a valid grant token" }))
           )
           if (claims.dev !== developer.id) return yield* Effect.fail(new NotFound({ message: "Parent grant not found" }))
+          yield* entitlements.belowCap(developer, "activeGrants") // decisions §16: a delegation makes a grant
           const status = yield* grants.tokenStatus(claims)
           if (status !== "active") return yield* Effect.fail(new InvalidToken({ message: `parentGrantToken is ${status}` }))
           const parent = (yield* grants.find(developer.id, claims.grnt))!
@@ -90,11 +95,13 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           if (payload.scopes.length === 0) return yield* Effect.fail(new BadRequest({ message: "scopes must not be empty" }))
           const escalated = payload.scopes.filter((s) => !parent.scopes.includes(s))
           if (escalated.length > 0) {
+            if (anomalies !== undefined) yield* anomalies.scopeRefused(developer.id, parent.agentId, "SCOPE_ESCALATION")
             return yield* Effect.fail(new ScopeEscalation({ message: `Scopes not held by the parent grant: ${escalated.join(", ")}` }))
           }
           // an agent's scopes are its registered scopes (decisions §3), for a sub-agent as for authorize
           const unregistered = payload.scopes.filter((s) => !subAgent.scopes.includes(s))
           if (unregistered.length > 0) {
+            if (anomalies !== undefined) yield* anomalies.scopeRefused(developer.id, subAgent.id, "INVALID_SCOPES")
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the sub-agent: ${unregistered.join(", ")}` }))
           }
           const depth = parent.delegationDepth + 1
@@ -142,23 +149,7 @@ export const GrantsHttp = HttpApiBuilder.group(Api, "grants", (handlers) =>
           )
           return { grantToken: token.grantToken, expiresAt: token.expiresAt.toISOString(), scopes: [...grant.scopes], grantId: grant.id, ...issued }
         }))
-      .handle("verify", ({ payload }) =>
-        Effect.gen(function*() {
-          const developer = yield* CurrentDeveloper
-          const ms = yield* nowMillis
-          const claims = yield* keys.verify(payload.token, Math.floor(ms / 1000)).pipe(Effect.option)
-          const valid = claims._tag === "Some" && claims.value.dev === developer.id && (yield* grants.tokenStatus(claims.value)) === "active"
-          metrics?.inc("tokens_verified_total", { result: valid ? "valid" : "invalid" })
-          if (!valid || Option.isNone(claims)) return { valid: false as const }
-          return {
-            valid: true as const,
-            grantId: claims.value.grnt,
-            scopes: [...claims.value.scp],
-            principal: claims.value.sub,
-            agent: claims.value.agt,
-            expiresAt: new Date(claims.value.exp * 1000).toISOString()
-          }
-        }))
+      .handle("verify", ({ payload }) => Effect.flatMap(CurrentDeveloper, (developer) => verifyToken(developer, payload.token)))
       .handle("revokeToken", ({ payload }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper

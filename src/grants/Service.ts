@@ -6,11 +6,13 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { Config } from "../Config.ts"
+import { optionalCore } from "../anomalies/Core.ts"
 import { Credentials, CredentialsLive } from "../credentials/Service.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
+import { makeDirectRead } from "../platform/PgPool.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { makeCoalescer } from "../vault/Coalesce.ts"
 
@@ -43,6 +45,8 @@ export interface CreateGrantInput {
   readonly emitEvent?: boolean
   /** decisions §13: a grant approved by a policy records it (and grant.created carries both) */
   readonly approvedByPolicy?: string
+  /** decisions §12: approved on the consent page by the principal signed in through SSO */
+  readonly approvedBySso?: boolean
 }
 
 export interface IssuedToken {
@@ -126,6 +130,17 @@ export const tokenStatusOf = (claims: GrantTokenClaims, row: TokenRow | undefine
   return "active"
 }
 
+/** the agent id of a DID `did:<method>:<agentId>`, or null */
+export const agentIdOf = (agt: string | undefined): string | null => {
+  if (typeof agt !== "string") return null
+  const parts = agt.split(":")
+  return parts.length >= 3 && parts[0] === "did" ? parts.slice(2).join(":") : null
+}
+
+/** a token whose grant is live but whose agent (or one it was delegated from) is suspended or deleted */
+export const suspendedAgentToken = (claims: GrantTokenClaims, row: TokenRow | undefined) =>
+  row !== undefined && row.developerId === claims.dev && row.status === "active" && row.revokedAt === null && row.agentStatus !== "active"
+
 /**
  * The `agent_status` column of the online check, for grant alias `g` and its agent `a`: the agent's
  * own status, or `suspended` when an agent the grant was delegated from is not active (a deleted
@@ -145,11 +160,14 @@ export const GrantsServiceLive = Layer.effect(
   Grants,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const read = yield* makeDirectRead
     const keys = yield* Keys
     const events = yield* Events
     const config = yield* Config
     const credentials = yield* Credentials
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    // decisions §14: mass revocation (AD-006) and suspended-agent use (AD-008) are seen here
+    const anomalies = yield* optionalCore
     const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
 
     const create = (input: CreateGrantInput) =>
@@ -167,9 +185,13 @@ export const GrantsServiceLive = Layer.effect(
             input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0]
         )
         const grant = rows[0]!
-        const byPolicy = input.approvedByPolicy === undefined ? {} : { approvalMethod: "policy", policyId: input.approvedByPolicy }
+        const byPolicy = input.approvedByPolicy !== undefined
+          ? { approvalMethod: "policy", policyId: input.approvedByPolicy }
+          : input.approvedBySso === true ? { approvalMethod: "sso" } : {}
         if (input.approvedByPolicy !== undefined) {
           yield* sql`UPDATE grants SET approval_method = 'policy', policy_id = ${input.approvedByPolicy} WHERE id = ${grant.id}`
+        } else if (input.approvedBySso === true) {
+          yield* sql`UPDATE grants SET approval_method = 'sso' WHERE id = ${grant.id}`
         }
         if (input.emitEvent !== false) {
           yield* events.emit(input.developerId, "grant.created", {
@@ -271,6 +293,7 @@ export const GrantsServiceLive = Layer.effect(
           for (const bundle of bundles) {
             yield* events.emit(developerId, "consent_bundle.revoked", { bundleId: bundle.id, grantId: bundle.grantId, revokedAt: at.toISOString() })
           }
+          if (anomalies !== undefined) yield* anomalies.grantsRevoked(developerId, revoked)
         }
         return { ids, newly: newlyRevoked.size }
       })).pipe(
@@ -296,15 +319,16 @@ export const GrantsServiceLive = Layer.effect(
 
     // Online checks of concurrent requests share one query (batched by the coalescer): the hot
     // path of token verification and vault exchange pays a fraction of a round trip each.
+    // (straight through the pool, PgPool.ts: the batch runs in its own fiber, never in a transaction)
     const lookupTokens = makeCoalescer<{ grnt: string; jti: string }, TokenRow | undefined>(
       (keys) =>
-        sql.unsafe<TokenRow & { grnt: string; jti: string }>(
+        read<TokenRow & { grnt: string; jti: string }>(
           `SELECT k.grnt, k.jti, g.status, g.expires_at, g.developer_id, t.revoked_at, ${AGENT_STATUS_SQL}
            FROM unnest($1::text[], $2::text[]) AS k(grnt, jti)
            JOIN grants g ON g.id = k.grnt
            LEFT JOIN grant_tokens t ON t.jti = k.jti
            LEFT JOIN agents a ON a.id = g.agent_id`,
-          [keys.map((k) => k.grnt), keys.map((k) => k.jti)] as any
+          [keys.map((k) => k.grnt), keys.map((k) => k.jti)]
         ).pipe(
           Effect.map((rows) => {
             const byKey = new Map(rows.map((r) => [`${r.grnt}\u0000${r.jti}`, r]))
@@ -319,7 +343,13 @@ export const GrantsServiceLive = Layer.effect(
       Effect.gen(function*() {
         const ms = yield* nowMillis
         if (claims.exp * 1000 <= ms) return "expired" as const
-        return tokenStatusOf(claims, yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti }), ms)
+        const row = yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti })
+        const status = tokenStatusOf(claims, row, ms)
+        // only a refused token pays for this: one of an agent that is not active (AD-008)
+        if (status === "revoked" && anomalies !== undefined && suspendedAgentToken(claims, row)) {
+          yield* anomalies.suspendedAgentUse(claims.dev, agentIdOf(claims.agt) ?? "", claims.grnt, "token check")
+        }
+        return status
       })
 
     const revokeToken = (developerId: string, jti: string) =>

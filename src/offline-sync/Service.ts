@@ -14,9 +14,9 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { Metrics } from "../platform/Metrics.ts"
-import { createHash } from "node:crypto"
 import { canonicalInput, canonicalInputWithMetadata, delimiterFault, MAX_METADATA_BYTES, RESULTS, utf8Length } from "../offline/canonical.ts"
 import { BundleNotFound, InvalidRequest, PayloadTooLarge } from "../platform/Errors.ts"
+import { sha256Hex } from "../platform/Hash.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { metadataAsSent } from "./MetadataAsSent.ts"
 import { Verifier, VerifierLive } from "./Verifier.ts"
@@ -82,8 +82,6 @@ export const parseBody = (body: unknown): Effect.Effect<{ bundleId: string; entr
   }
   return Effect.succeed({ bundleId, entries: entries as ReadonlyArray<SignedEntry> })
 }
-
-const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
 
 export interface OfflineSyncService {
   /** `rawBody`, the request text, lets metadata be hashed in its written key order (decisions §5) */

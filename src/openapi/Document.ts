@@ -9,13 +9,17 @@
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
 import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
+import { ANOMALY_OPERATIONS } from "./OperationsAnomalies.ts"
+import { ANOMALY_CHANNEL_OPERATIONS } from "./OperationsAnomalyChannels.ts"
 import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
 import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
 import { DATA_OPERATIONS } from "./OperationsData.ts"
 import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
 import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
 import { POLICY_OPERATIONS } from "./OperationsPolicies.ts"
+import { SAML_OPERATIONS } from "./OperationsSaml.ts"
 import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
+import { SSO_OPERATIONS } from "./OperationsSso.ts"
 import { documentScim, SCIM_PREFIX } from "./Scim.ts"
 
 export interface OperationDoc {
@@ -32,7 +36,7 @@ export interface OperationDoc {
 
 export const OPERATIONS: Record<string, OperationDoc> = {
   ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...DIRECTORY_OPERATIONS,
-  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS
+  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS, ...SSO_OPERATIONS, ...SAML_OPERATIONS, ...ANOMALY_OPERATIONS, ...ANOMALY_CHANNEL_OPERATIONS
 }
 
 /** bodies read by hand, typed here for the document only */

@@ -30,12 +30,18 @@ export const EVENT_DATA: Record<EventType, string> = {
   "fido.credential.deleted": "`id` (the passkey removed)",
   "policy.denied": "`decisionId` (the `pdec_` decision-log entry), `action` (where: authorize, delegate, bundle, refresh, vault exchange), `agentId`, `principalId`, `policyId` (the deciding policy, when one decided)",
   "scim.user.provisioned": "`scimUserId`, `principalId`",
+  "sso.login": "`connectionId`, `protocol` (`oidc` or `saml`), `sessionId` (a person signed in through SSO)",
+  "sso.connection.created": "`connectionId`, `name`, `protocol`",
+  "sso.connection.updated": "`connectionId`, `changed` (the names of the fields that changed)",
+  "sso.connection.deleted": "`connectionId`",
   "scim.user.updated": "`scimUserId`, `changedAttributes` (attribute names only, never their values)",
   "scim.user.deprovisioned": "`scimUserId`, `principalId`, `revokedGrants` (how many of the principal's grants were revoked)",
   "scim.group.updated": "`groupId`, `added` and `removed` (SCIM user ids)",
   "billing.quota.threshold": "`meter` (`authorizations` or `token_exchanges`), `pct` (80 or 100), `period` (`YYYY-MM`); once per period",
   "billing.invoice.created": "`invoiceId`, `period` (`YYYY-MM`)",
-  "billing.subscription.updated": "`plan`, `status`"
+  "billing.subscription.updated": "`plan`, `status`",
+  "anomaly.detected": "`alertId`, `ruleId`, `severity`, `agentId` (null for a developer-wide rule), `occurrences` (1 when the alert opens, then one more per further trigger); also delivered to your anomaly channels (`/v1/anomaly/channels`)",
+  "anomaly.auto_revoked": "`alertId`, `revokedGrants` (ids of the grants an enforce-mode response revoked, descendants included)"
 }
 
 const eventCatalogue = () =>
@@ -128,6 +134,12 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
       "entries that name them, and revoking a grant. An API key or grant token is refused here (401), and a session token everywhere else. " +
       "Limited per address; draws on no developer budget."
   },
+  saml: {
+    name: "SSO: SAML",
+    description: "SAML 2.0 single sign-on for a connection with `protocol: \"saml\"`: the service provider metadata an administrator gives the " +
+      "identity provider (Okta, Entra ID, Google Workspace), the assertion consumer service the person's browser posts to, and the JSON callback of the " +
+      "published protocol. Public: called by the identity provider and the browser, not with an API key."
+  },
   permissionsPage: {
     name: "Permissions page",
     description: "The server-rendered page a person opens from `dashboardUrl`: which agents may act for them, with which scopes and until when, " +
@@ -142,12 +154,36 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     name: "Directory: SCIM 2.0",
     description: "RFC 7643/7644 provisioning for Okta, Entra ID and other identity providers: Users and Groups with filters, PATCH and ETags. A user deactivated or deleted is deprovisioned: their grants revoked and their principal refused (403 PRINCIPAL_INACTIVE)."
   },
+  anomalies: {
+    name: "Anomaly detection",
+    description: "Alerts when your agents behave unlike themselves: ten built-in rules (velocity, scope probing, new network, off-hours, delegation depth, " +
+      "mass revocation, budget cliff, suspended-agent use, replay, stale bundle), the published protocol's four, and your own rules. Alerts are " +
+      "deduplicated (a repeat counts `occurrences`), never deleted, and each emits `anomaly.detected`. In `monitor` mode (the default) nothing else " +
+      "happens; in `enforce` mode a rule's response suspends the agent or revokes its grants through the normal paths (`grant.revoked`, `anomaly.auto_revoked`)."
+  },
   billing: {
     name: "Billing and usage",
     description: "Your plan, its limits and this month's use, invoices issued when a month closes, and usage per day. Quotas of a plan without an overage price " +
-      "stop `POST /v1/authorize` and code exchange at 100 % (402 `QUOTA_EXCEEDED`); refresh never stops. Checkout and portal need a payment provider (503 until one is configured)."
+      "stop `POST /v1/authorize` and code exchange at 100 % (402 `QUOTA_EXCEEDED`); refresh never stops. Resource caps (agents, webhook endpoints, policies, " +
+      "SSO connections, active grants) answer 402 `PLAN_LIMIT_EXCEEDED` where one more would be made; active grants are checked where one is asked for " +
+      "(`POST /v1/authorize`, delegation, consent bundles). Checkout and portal need a payment provider (503 until one is configured)."
+  },
+  ssoConnections: {
+    name: "SSO connections",
+    description: "Your identity providers (OIDC: Okta, Entra ID, Google Workspace…; SAML), the people signed in through them, and `enforce`: " +
+      "with it, only the request's principal, signed in at their provider, approves consent, for at most the scopes their groups map to. " +
+      "See README \"SSO\" for what to paste into each provider."
+  },
+  ssoLogin: {
+    name: "SSO sign-in",
+    description: "The public sign-in routes: start a login (JSON or redirect), the provider's callback (browser, 303 with a session cookie; or JSON " +
+      "for applications that relay the code), and the permissions page's sign-in. Refusals answer 401 `SSO_AUTH_FAILED`, provider failures 502 `SSO_ERROR`."
   },
   billingProvider: { name: "Billing provider", description: "The payment provider's event endpoint (no API key). Answers 503 until a provider is configured." },
+  anomalyChannels: {
+    name: "Anomaly detection: alert channels",
+    description: "Webhook and Slack destinations for anomaly alerts, delivered by the webhook machinery (signatures, retries, SSRF rules) with a delivery history per channel."
+  },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }
 

@@ -1,12 +1,9 @@
 /** Summaries, descriptions, examples and hand-read bodies: the directory and SCIM 2.0 (decisions §11; see Document.ts). */
 import type { OperationDoc } from "./Document.ts"
+import { URN } from "../directory/Scim.ts"
 import { T } from "./Examples.ts"
 
-const USER_URN = "urn:ietf:params:scim:schemas:core:2.0:User"
-const GROUP_URN = "urn:ietf:params:scim:schemas:core:2.0:Group"
-const PATCH_URN = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
-const LIST_URN = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
-const AGENTAUTH = "urn:ietf:params:scim:schemas:extension:agentauth:2.0:User"
+const { user: USER_URN, group: GROUP_URN, patch: PATCH_URN, list: LIST_URN, agentauth: AGENTAUTH } = URN
 const USER_ID = "scimuser_01JDQ9BM2N3P4Q5R6S7T8V9WXY"
 const GROUP_ID = "scimgrp_01JDQ9CN3P4Q5R6S7T8V9WXYZ0"
 const TOKEN_ID = "scimtok_01JDQ9AK1M2N3P4Q5R6S7T8V9W"

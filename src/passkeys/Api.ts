@@ -31,8 +31,8 @@ import { RatePolicy } from "../platform/RateLimit.ts"
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentSuspended, ApiKeyRouteErrors, AttestationAnchorsRequired, AuthenticatorNotAllowed, BadRequest, BodyErrors, Conflict,
-  CredentialNotAllowed, FidoRequired, Gone, InvalidChallenge, NoCredentials, NotFound, PasskeyCounterRegressed, PasskeyVerificationFailed,
-  PrincipalInactive, RequestNotPending, TooManyCredentials, UnknownCredential
+  CredentialNotAllowed, FidoRequired, Forbidden, Gone, InvalidChallenge, NoCredentials, NotFound, PasskeyCounterRegressed, PasskeyVerificationFailed,
+  PrincipalInactive, PrincipalMismatch, RequestNotPending, TooManyCredentials, UnknownCredential
 } from "../platform/Errors.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
@@ -224,6 +224,8 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .addError(AgentSuspended)
       .addError(FidoRequired)
       .addError(PrincipalInactive)
+      .addError(PrincipalMismatch)
+      .addError(Forbidden)
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)

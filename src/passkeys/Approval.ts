@@ -6,7 +6,8 @@
  */
 import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Context, Effect, Layer } from "effect"
-import type { AgentSuspended, FidoRequired, Gone, NotFound, PrincipalInactive } from "../platform/Errors.ts"
+import type { SsoApproval } from "../authorization/Service.ts"
+import type { AgentSuspended, FidoRequired, Forbidden, Gone, NotFound, PrincipalInactive, PrincipalMismatch } from "../platform/Errors.ts"
 
 export interface PendingRequest {
   readonly id: string
@@ -25,11 +26,11 @@ export interface ApprovalResult {
 }
 
 /** what approving can fail with (a request decided meanwhile, an agent suspended meanwhile) */
-export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive
+export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden
 
 export interface ApprovalService {
   readonly getPendingRequest: (authRequestId: string) => Effect.Effect<PendingRequest | undefined, unknown>
-  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true }) => Effect.Effect<ApprovalResult, ApprovalError>
+  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true; readonly sso?: SsoApproval | undefined }) => Effect.Effect<ApprovalResult, ApprovalError>
 }
 
 export class Approval extends Context.Tag("agent-auth/PasskeyApproval")<Approval, ApprovalService>() {}

@@ -30,6 +30,7 @@ import { Events } from "../platform/Events.ts"
 import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { type AttestationPolicy, configureTrustAnchors, makePolicyStore } from "./Attestation.ts"
+import type { SsoApproval } from "../authorization/Service.ts"
 import { Approval, ApprovalLive, type ApprovalError, type PendingRequest } from "./Approval.ts"
 import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges, verificationFailed } from "./Challenges.ts"
 import { authenticatorType, type CredentialView, credentialView, makeCredentialStore } from "./Credentials.ts"
@@ -86,13 +87,16 @@ export interface PasskeysService {
     developerId: string,
     input: { readonly challengeId: string; readonly response: unknown },
     /** when given (the public consent page), the challenge must be bound to this request */
-    expectedAuthRequestId?: string
+    expectedAuthRequestId?: string,
+    /** the consent page's SSO sign-in, when the developer enforces SSO (decisions §12) */
+    sso?: SsoApproval
   ) => Effect.Effect<AssertionOutcome, AssertionError>
   /** consent page helpers: the developer is the pending request's own */
   readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   readonly verifyAssertionForRequest: (
     authRequestId: string,
-    input: { readonly challengeId: string; readonly response: unknown }
+    input: { readonly challengeId: string; readonly response: unknown },
+    sso?: SsoApproval
   ) => Effect.Effect<AssertionOutcome, AssertionError>
 }
 
@@ -222,7 +226,7 @@ export const PasskeysServiceLive = Layer.effect(
         return yield* optionsFor(request)
       })
 
-    const verifyAssertion: PasskeysService["verifyAssertion"] = (developerId, input, expectedAuthRequestId) =>
+    const verifyAssertion: PasskeysService["verifyAssertion"] = (developerId, input, expectedAuthRequestId, sso) =>
       Effect.gen(function*() {
         const challenge = yield* consumeChallenge(developerId, input.challengeId, "authentication")
         if (challenge === undefined || challenge.authRequestId === null) return yield* Effect.fail(invalidChallenge())
@@ -283,7 +287,7 @@ export const PasskeysServiceLive = Layer.effect(
               backed_up = ${info.credentialBackedUp}
             WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
           if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true })
+          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true, sso })
           yield* events.emit(developerId, "fido.assertion", { id: credential.id, authRequestId: challenge.authRequestId, grantId: approved.grantId })
           return approved
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -302,11 +306,11 @@ export const PasskeysServiceLive = Layer.effect(
         }
       })
 
-    const verifyAssertionForRequest: PasskeysService["verifyAssertionForRequest"] = (authRequestId, input) =>
+    const verifyAssertionForRequest: PasskeysService["verifyAssertionForRequest"] = (authRequestId, input, sso) =>
       Effect.flatMap(pendingRequest(authRequestId), (request) =>
         request === undefined
           ? Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
-          : verifyAssertion(request.developerId, input, authRequestId))
+          : verifyAssertion(request.developerId, input, authRequestId, sso))
 
     return {
       registrationOptions,

@@ -50,7 +50,7 @@ export const WRITE_ON_HEAD_SQL = `WITH head AS (
              INSERT INTO events (id, developer_id, type, data, created_at)
              SELECT u.id, head.developer_id, u.type, u.data::jsonb, $3
              FROM head, unnest($19::text[], $20::text[], $21::text[]) AS u(id, type, data)
-             RETURNING id, developer_id, type
+             RETURNING id, developer_id, type, data
            ), deliveries AS (${insertDeliveriesSql("$22", "$3")})
            SELECT (SELECT count(*) FROM head)::int AS applied,
                   (SELECT count(*) FROM deliveries)::int AS deliveries,

@@ -12,8 +12,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, Effect, FiberRef, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "./Database.ts"
-import { createHash } from "node:crypto"
 import { Unauthorized } from "./Errors.ts"
+import { sha256Hex } from "./Hash.ts"
 import type { GrantTokenClaims } from "./Keys.ts"
 
 export interface Developer {
@@ -29,7 +29,7 @@ export interface Developer {
 /** The developer whose API key authenticated this request. */
 export class CurrentDeveloper extends Context.Tag("agent-auth/CurrentDeveloper")<CurrentDeveloper, Developer>() {}
 
-export const hashApiKey = (apiKey: string): string => createHash("sha256").update(apiKey).digest("hex")
+export const hashApiKey = (apiKey: string): string => sha256Hex(apiKey)
 
 const CACHE_MS = 5_000
 

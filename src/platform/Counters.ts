@@ -30,6 +30,8 @@ export class CounterStoreUnavailable extends Data.TaggedError("CounterStoreUnava
 export interface CounterStore {
   readonly hit: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Effect.Effect<HitResult, CounterStoreUnavailable>
   readonly ping: Effect.Effect<void, CounterStoreUnavailable>
+  /** the same PING as a promise, for a probe that runs outside a fiber (the lean /health) */
+  readonly pingNow: () => Promise<void>
   readonly kind: "redis" | "memory"
   /**
    * Billing quotas (decisions §16): takes up to `want` units while the counter is below `limit`.
@@ -111,6 +113,7 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
     kind: "memory",
     prefix,
     ping: Effect.void,
+    pingNow: () => Promise.resolve(),
     quotaHit: (key, limit, want) =>
       Effect.sync((): QuotaHit => {
         const entry = quota(key)
@@ -189,6 +192,7 @@ const makeRedisStore = (url: string, prefix: string) =>
         try: () => client.ping(),
         catch: (cause) => new CounterStoreUnavailable({ cause })
       }).pipe(Effect.asVoid),
+      pingNow: () => client.ping().then(() => undefined),
       // resumed from ioredis's callback, as `hit` is: authorize and code exchange wait on it
       quotaHit: (key, limit, want) =>
         Effect.async<QuotaHit, CounterStoreUnavailable>((resume) => {

@@ -6,24 +6,13 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient, SqlError } from "@effect/sql"
-import { Effect, Layer, String as Str } from "effect"
+import { Effect, Layer } from "effect"
 import type Pg from "pg"
 import { Config } from "../Config.ts"
-import { acquirePool, PgPool } from "./PgPool.ts"
+import { acquirePool, PgPool, snakeToCamel } from "./PgPool.ts"
 import { postgresConnectFailure } from "./ConnectErrors.ts"
 
 const CONNECT_TIMEOUT_MS = 3_000
-
-/** column names camel-cased once each: the client transforms every column of every row it reads */
-const camelNames = new Map<string, string>()
-const snakeToCamel = (name: string): string => {
-  let out = camelNames.get(name)
-  if (out === undefined) {
-    out = Str.snakeToCamel(name)
-    if (camelNames.size < 10_000) camelNames.set(name, out)
-  }
-  return out
-}
 
 /**
  * The SqlClient over our own pool (prepared statements, PgPool.ts); pg returns int8 and numeric as

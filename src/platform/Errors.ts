@@ -77,6 +77,8 @@ export class PasskeyVerificationFailed
 {}
 // 401
 export class Unauthorized extends ApiError<Unauthorized>()("UNAUTHORIZED", 401) {}
+/** SSO (decisions §12): the identity provider's answer was refused (signature, issuer, audience, nonce, state, …). */
+export class SsoAuthFailed extends ApiError<SsoAuthFailed>()("SSO_AUTH_FAILED", 401) {}
 // 402
 export class InsufficientBudget extends ApiError<InsufficientBudget>()("INSUFFICIENT_BUDGET", 402) {}
 /** A resource cap of the developer's plan (decisions §16), e.g. webhook endpoints. */
@@ -96,6 +98,8 @@ export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_
 export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
 /** A policy denied the request (decisions §13). */
 export class PolicyDenied extends ApiError<PolicyDenied>()("POLICY_DENIED", 403) {}
+/** SSO enforce (decisions §12): the person signed in at their provider is not the request's principal. */
+export class PrincipalMismatch extends ApiError<PrincipalMismatch>()("PRINCIPAL_MISMATCH", 403) {}
 // 404
 export class NotFound extends ApiError<NotFound>()("NOT_FOUND", 404) {}
 export class AgentNotFound extends ApiError<AgentNotFound>()("AGENT_NOT_FOUND", 404) {}
@@ -110,6 +114,8 @@ export class InvalidTransition extends ApiError<InvalidTransition>()("INVALID_TR
 export class GrantNotActive extends ApiError<GrantNotActive>()("GRANT_NOT_ACTIVE", 409) {}
 /** A compliance export job that is not complete yet (decisions §15). */
 export class ExportNotReady extends ApiError<ExportNotReady>()("EXPORT_NOT_READY", 409) {}
+/** An anomaly alert channel beyond the 20 a developer may have (decisions §14). */
+export class TooManyChannels extends ApiError<TooManyChannels>()("TOO_MANY_CHANNELS", 409) {}
 // 410
 export class Gone extends ApiError<Gone>()("GONE", 410) {}
 export class RequestNotPending extends ApiError<RequestNotPending>()("REQUEST_NOT_PENDING", 410) {}
@@ -135,11 +141,19 @@ export class PolicyInvalid extends ApiError<PolicyInvalid>()("POLICY_INVALID", 4
 export class DomainVerificationFailed
   extends ApiError<DomainVerificationFailed>()("VERIFICATION_FAILED", 422, "DomainVerificationFailed")
 {}
+/** SSO login for a domain no active connection claims (no fallback to another connection). */
+export class DomainNotConfigured extends ApiError<DomainNotConfigured>()("DOMAIN_NOT_CONFIGURED", 422) {}
+/** An SSO protocol the service does not speak (`ldap`). */
+export class ProtocolNotSupported extends ApiError<ProtocolNotSupported>()("PROTOCOL_NOT_SUPPORTED", 422) {}
+/** An anomaly channel of type `email`: named by the published protocol, not delivered by this service (decisions §14). */
+export class ChannelTypeUnsupported extends ApiError<ChannelTypeUnsupported>()("CHANNEL_TYPE_UNSUPPORTED", 422) {}
 // 500
 export class CredentialUnreadable extends ApiError<CredentialUnreadable>()("CREDENTIAL_UNREADABLE", 500) {}
 // 502
 export class UpstreamRefreshFailed extends ApiError<UpstreamRefreshFailed>()("UPSTREAM_REFRESH_FAILED", 502) {}
 export class DnsUnavailable extends ApiError<DnsUnavailable>()("DNS_UNAVAILABLE", 502) {}
+/** SSO: the identity provider failed (unreachable, timed out, malformed discovery or token answer). */
+export class SsoError extends ApiError<SsoError>()("SSO_ERROR", 502) {}
 // 503
 /** Billing checkout, portal and webhook until a payment provider is configured (decisions §16). */
 export class ServiceUnavailable extends ApiError<ServiceUnavailable>()("SERVICE_UNAVAILABLE", 503) {}
@@ -168,6 +182,8 @@ export type ApiFailure =
   | CredentialUnreadable | UpstreamRefreshFailed | DnsUnavailable | PayloadTooLarge
   | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
   | ExportNotReady | ExportTooLarge
+  | SsoAuthFailed | SsoError | PrincipalMismatch | DomainNotConfigured | ProtocolNotSupported
+  | TooManyChannels | ChannelTypeUnsupported
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------
 

@@ -40,11 +40,22 @@ export const EVENT_TYPES = [
   "fido.credential.deleted",
   // decisions §13
   "policy.denied",
+  // decisions §12 (SSO)
+  "sso.login",
+  "sso.connection.created",
+  "sso.connection.updated",
+  "sso.connection.deleted",
   // decisions §16
   "billing.quota.threshold",
   "billing.invoice.created",
-  "billing.subscription.updated"
+  "billing.subscription.updated",
+  // decisions §14
+  "anomaly.detected",
+  "anomaly.auto_revoked"
 ] as const
+
+/** the event every anomaly alert emits; also delivered to the developer's anomaly channels */
+const ANOMALY_DETECTED: EventType = "anomaly.detected"
 
 export type EventType = typeof EVENT_TYPES[number]
 
@@ -65,16 +76,26 @@ export const nudgeDeliveryWorkers = () => {
 }
 
 /**
- * The delivery rows of freshly inserted events (a CTE named `event` with id, developer_id, type):
- * one per live endpoint subscribed to the type. `$maxAttempts` and `$at` are parameter references.
+ * The delivery rows of freshly inserted events (a CTE named `event` with id, developer_id, type,
+ * data): one per live webhook endpoint subscribed to the type, and for `anomaly.detected` one per
+ * anomaly channel the SQL function `anomaly_alert_channels` names (sql/0027: a channel is an
+ * endpoint row of another kind; the function applies severities and a custom rule's alertChannels).
+ * The type test comes first, so other events never call the function. `$maxAttempts` and `$at` are
+ * parameter references.
  */
 export const insertDeliveriesSql = (maxAttempts: string, at: string) =>
   `INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
                                    next_attempt_at, created_at, updated_at)
-   SELECT 'whd_' || substr(ev.id, 5, 10) || upper(substr(md5(random()::text || e.id || ev.id), 1, 16)), e.id, ev.id,
-          ev.developer_id, 'pending', 0, ${maxAttempts}, ${at}, ${at}, ${at}
-   FROM event ev JOIN webhook_endpoints e
-     ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND ev.type = ANY(e.events)
+   SELECT 'whd_' || substr(r.event_id, 5, 10) || upper(substr(md5(random()::text || r.endpoint_id || r.event_id), 1, 16)), r.endpoint_id,
+          r.event_id, r.developer_id, 'pending', 0, ${maxAttempts}, ${at}, ${at}, ${at}
+   FROM (
+     SELECT ev.id AS event_id, ev.developer_id, e.id AS endpoint_id FROM event ev JOIN webhook_endpoints e
+       ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND e.kind = 'endpoint' AND ev.type = ANY(e.events)
+     UNION ALL
+     SELECT ev.id, ev.developer_id, channel.id FROM event ev
+       CROSS JOIN LATERAL anomaly_alert_channels(ev.developer_id, ev.data) AS channel(id)
+     WHERE ev.type = '${ANOMALY_DETECTED}'
+   ) r
    RETURNING developer_id`
 
 export interface EmittedEvent {
@@ -109,7 +130,7 @@ export const EventsLive = Layer.effect(
           `WITH event AS (
              INSERT INTO events (id, developer_id, type, data, created_at)
              SELECT u.id, u.developer_id, u.type, u.data::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(id, developer_id, type, data)
-             RETURNING id, developer_id, type
+             RETURNING id, developer_id, type, data
            ), inserted AS (${insertDeliveriesSql("$6", "$5")})
            SELECT DISTINCT developer_id FROM inserted`,
           [ids, items.map((i) => i.developerId), items.map((i) => i.type), items.map((i) => JSON.stringify(i.data)), at,

@@ -198,22 +198,48 @@ export const isDataException = (cause: Cause.Cause<unknown>): boolean =>
  */
 export const databaseErrorsAsResponses = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.catchAllCause(app, (cause) => {
-    if (isDatabaseUnavailable(cause)) {
-      return Effect.as(
+    const answer = databaseCauseAnswer(cause)
+    if (answer === undefined) return Effect.failCause(cause)
+    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => answer(request.url.split("?")[0]!))
+  })
+
+/**
+ * A database cause's answer (before the envelope puts it in the one error shape), or undefined when
+ * the cause is something else: away → 503 (the dependency reported), data exception → 400.
+ */
+const databaseCauseAnswer = (cause: Cause.Cause<unknown>) => {
+  if (isDatabaseUnavailable(cause)) {
+    return (_path: string) =>
+      Effect.as(
         // the dependency's state: logged once when it goes away (the probes log its return)
         Effect.flatMap(Effect.serviceOption(Dependencies), (d) => d._tag === "Some" ? d.value.report("db", false, "connection lost") : Effect.logWarning("database unavailable")),
         HttpServerResponse.unsafeJson({ code: "DATABASE_UNAVAILABLE", message: "Database unavailable; try again shortly" }, { status: 503 })
       )
-    }
-    if (isDataException(cause)) {
-      return Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
-        HttpServerResponse.unsafeJson({
-          code: validationCode(request.url.split("?")[0]!),
-          message: "A value in the request cannot be stored (for example a NUL character or an out-of-range number)"
-        }, { status: 400 }))
-    }
-    return Effect.failCause(cause)
-  })
+  }
+  if (isDataException(cause)) {
+    return (path: string) =>
+      Effect.succeed(HttpServerResponse.unsafeJson({
+        code: validationCode(path),
+        message: "A value in the request cannot be stored (for example a NUL character or an out-of-range number)"
+      }, { status: 400 }))
+  }
+  return undefined
+}
+
+/**
+ * What the API answers for a handler's failure that is not one of its declared errors (a defect, a
+ * database away), in the one error shape, logged as the envelope logs it: for a path that answers
+ * outside HttpApiBuilder (system/Lean.ts) and must answer alike.
+ */
+export const causeResponse = (cause: Cause.Cause<unknown>, requestId: string, path: string) => {
+  const answer = databaseCauseAnswer(cause)
+  if (answer !== undefined) return Effect.map(answer(path), (response) => normaliseError(response, requestId, path))
+  return envelopeCauseResponse(cause, requestId, path)
+}
+
+/** What the envelope answers (and logs) for a failure outside the API's handlers, e.g. in the gate. */
+export const envelopeCauseResponse = (cause: Cause.Cause<unknown>, requestId: string, path: string) =>
+  Effect.as(logFailure(cause, requestId, path), responseForCause(cause, requestId, path))
 
 /** The answer to a body the reader refused (too large, not JSON, nested too deep), before any work. */
 const bodyRefusal = (verdict: Extract<BodyVerdict, { _tag: "Refused" }>, requestId: string, path: string) => {

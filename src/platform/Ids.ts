@@ -56,7 +56,10 @@ export type IdPrefix =
   | "scimtok" | "scimuser" | "scimgrp"
   | "cexp"
   | "psess" // principal sessions (decisions §12)
+  | "ssoconn" | "ssosess" | "ssoid" // SSO connections, sessions, linked identities (decisions §12)
   | "pol" | "pbnd" | "pdec"
   | "inv" | "sub"
+  | "anm" // anomaly alerts (decisions §14)
+  | "anch" // anomaly alert channels (decisions §14)
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

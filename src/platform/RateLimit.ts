@@ -9,7 +9,7 @@
  *
  * Windows are fixed and aligned to the clock minute (Effect Clock, so TestClock drives them).
  */
-import { HttpApi, HttpApiMiddleware, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApi, type HttpApiEndpoint, HttpApiMiddleware, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Context, Effect, FiberRef, Option } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import { isIP } from "node:net"
@@ -52,12 +52,14 @@ export class RatePolicy extends Context.Tag("agent-auth/RatePolicy")<RatePolicy,
 const WINDOW_MS = 60_000
 const HOUR_MS = 3_600_000
 
-interface CompiledRoute {
+export interface CompiledRoute {
   readonly id: string
   readonly method: string
   readonly path: string
   readonly policy: RatePolicyValue
   readonly apiKey: boolean
+  /** the endpoint itself (its schemas), for a path that answers it outside HttpApiBuilder */
+  readonly endpoint: HttpApiEndpoint.HttpApiEndpoint.Any
 }
 
 /** Reads every endpoint's path, method, policy and whether it uses API-key authentication. */
@@ -70,7 +72,7 @@ export const compileRoutes = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledR
         Option.getOrElse((): RatePolicyValue => ({}))
       )
       const apiKey = [...middleware].some((m) => (m as unknown) === Authentication)
-      routes.push({ id: `${endpoint.method} ${endpoint.path}`, method: endpoint.method, path: endpoint.path, policy, apiKey })
+      routes.push({ id: `${endpoint.method} ${endpoint.path}`, method: endpoint.method, path: endpoint.path, policy, apiKey, endpoint })
     }
   })
   return routes
@@ -82,7 +84,7 @@ export const compileRoutes = (api: HttpApi.HttpApi.Any): ReadonlyArray<CompiledR
  * case, percent-encoding, HEAD for GET) is that route here too, so none slips past the route's own
  * limit or the developer budgets.
  */
-const makeMatcher = (routes: ReadonlyArray<CompiledRoute>) => {
+export const routeMatcher = (routes: ReadonlyArray<CompiledRoute>) => {
   const router = FindMyWay.make<CompiledRoute>()
   for (const route of routes) router.on(route.method as any, route.path as any, route)
   // HEAD is answered by the GET handler (the body dropped), so it is that route here too
@@ -128,39 +130,44 @@ const rateHeaders = (r: Reported, retry: boolean, windowSeconds = 60): Record<st
 /** In-process counters used by containment routes while the shared store is down. */
 const containmentFallback = makeMemoryStore()
 
+/** What the gate reads from a request: its credentials and where it came from. */
+export interface GateInput {
+  readonly authorization: string | undefined
+  readonly forwardedFor: string | undefined
+  /** the socket peer, when the server knows it */
+  readonly peer: string | undefined
+}
+
 /**
- * Builds the gate middleware for an API. Needs Config, Counters, Keys and ApiKeys from the runtime.
+ * The gate's decision for one request on a matched (or unmatched) route: authenticates the caller,
+ * checks every window in one call to the counter store, and answers the refusal (401, 429, 503)
+ * or undefined when admitted, with what it learned (developer, grant, rate-limit headers) written
+ * into `state`. Shared by the HttpApi middleware (makeGate) and the lean path (system/Lean.ts),
+ * so both admit, count and refuse alike. Needs Config, Counters, Keys and ApiKeys.
  */
-export const makeGate = (api: HttpApi.HttpApi.Any) => {
-  const match = makeMatcher(compileRoutes(api))
-  // the runtime's services, looked up on the first request rather than on every one
-  let services: {
-    config: Config["Type"]; counters: Counters["Type"]; keys: Keys["Type"]; apiKeys: ApiKeys["Type"]
-    scimTokens: Option.Option<ScimTokenResolver["Type"]>; metrics: Option.Option<Metrics["Type"]>
-  } | undefined
-  const lookUpServices = Effect.all({
-    config: Config, counters: Counters, keys: Keys, apiKeys: ApiKeys,
-    scimTokens: Effect.serviceOption(ScimTokenResolver), metrics: Effect.serviceOption(Metrics)
-  })
-  return <E, R>(app: HttpApp.Default<E, R>) =>
+export const makeAdmission = Effect.gen(function*() {
+  const config = yield* Config
+  const counters = yield* Counters
+  const keys = yield* Keys
+  const apiKeys = yield* ApiKeys
+  const scimTokens = yield* Effect.serviceOption(ScimTokenResolver)
+  const metrics = yield* Effect.serviceOption(Metrics)
+  const figures = config.rateLimits
+  const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
+  const unavailable = (requestId: string, routeId: string) =>
+    Effect.as(
+      Effect.logWarning("rate limit store unavailable").pipe(Effect.annotateLogs({ requestId, route: routeId })),
+      errorResponse(503, "RATE_LIMIT_UNAVAILABLE", "Rate limiter unavailable; try again shortly", requestId)
+    )
+  return (route: CompiledRoute | undefined, input: GateInput, state: GateState): Effect.Effect<HttpServerResponse.HttpServerResponse | undefined> =>
     Effect.gen(function*() {
-      const { config, counters, keys, apiKeys, scimTokens, metrics } = services ??= yield* lookUpServices
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const gate = yield* FiberRef.get(CurrentGate)
-      const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
-      const route = match(request.method, request.url)
+      const requestId = state.requestId
       const policy: RatePolicyValue = route?.policy ?? {}
-      if (gate !== undefined) gate.route = route?.path
-      if (policy.exempt) return yield* app
-      const figures = config.rateLimits
-      const scaled = (n: number) => Math.max(1, Math.floor(n * figures.scale))
       const now = yield* Clock.currentTimeMillis
       const windowStart = now - (now % WINDOW_MS)
       const resetSeconds = Math.max(1, Math.ceil((windowStart + WINDOW_MS - now) / 1000))
       const prefix = counters.prefix
-      const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ??
-        Option.getOrUndefined(request.remoteAddress)
-      const address = clientAddress(config.trustProxy, peer, request.headers["x-forwarded-for"])
+      const address = clientAddress(config.trustProxy, input.peer, input.forwardedFor)
 
       const checks: Array<WindowCheck & { name: string; code: "RATE_LIMITED" | "RATE_LIMIT_EXCEEDED" }> = []
       const routeLimit = scaled(
@@ -177,12 +184,9 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
           code: "RATE_LIMITED"
         })
 
-      // the envelope's record of this request, filled in place (a gate used alone makes its own)
-      const state: GateState = gate ?? { requestId }
-      if (route === undefined) state.unmatched = true
       let developer: Developer | undefined
       let unauthorized = false
-      const bearer = bearerOf(request.headers["authorization"])
+      const bearer = bearerOf(input.authorization)
       if (policy.grantToken) {
         const claims = bearer === undefined
           ? undefined
@@ -255,10 +259,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         Effect.catchAll((e) => containment ? containmentFallback.hit(checks, WINDOW_MS * 2) : Effect.fail(e)),
         Effect.either
       )
-      if (result._tag === "Left") {
-        yield* Effect.logWarning("rate limit store unavailable").pipe(Effect.annotateLogs({ requestId, route: routeId }))
-        return errorResponse(503, "RATE_LIMIT_UNAVAILABLE", "Rate limiter unavailable; try again shortly", requestId)
-      }
+      if (result._tag === "Left") return yield* unavailable(requestId, routeId)
       const { rejectedBy, counts } = result.right
       if (rejectedBy >= 0) {
         const check = checks[rejectedBy]!
@@ -276,10 +277,7 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         const hourStart = now - (now % HOUR_MS)
         const hourly = { key: `${prefix}rl:hour:${routeId}:addr:${address}:${hourStart}`, limit: scaled(policy.hourlyPerAddress(figures)) }
         const hit = yield* counters.hit([hourly], HOUR_MS * 2).pipe(Effect.either)
-        if (hit._tag === "Left") {
-          yield* Effect.logWarning("rate limit store unavailable").pipe(Effect.annotateLogs({ requestId, route: routeId }))
-          return errorResponse(503, "RATE_LIMIT_UNAVAILABLE", "Rate limiter unavailable; try again shortly", requestId)
-        }
+        if (hit._tag === "Left") return yield* unavailable(requestId, routeId)
         const reported = {
           name: "hourly",
           limit: hourly.limit,
@@ -310,6 +308,40 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         return errorResponse(401, "UNAUTHORIZED", message, requestId, rateHeaders(reported, false))
       }
       state.rateHeaders = rateHeaders(reported, false)
+      return undefined
+    })
+})
+
+export type Admission = Effect.Effect.Success<typeof makeAdmission>
+
+/**
+ * Builds the gate middleware for an API: finds the request's route, then admits it (makeAdmission)
+ * or answers the refusal without running the handler. Needs what makeAdmission needs.
+ */
+export const makeGate = (api: HttpApi.HttpApi.Any) => {
+  const match = routeMatcher(compileRoutes(api))
+  // built from the runtime's services on the first request rather than on every one
+  let admit: Admission | undefined
+  return <E, R>(app: HttpApp.Default<E, R>) =>
+    Effect.gen(function*() {
+      admit ??= yield* makeAdmission
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const gate = yield* FiberRef.get(CurrentGate)
+      const requestId = gate?.requestId ?? newRequestId(request.headers["x-request-id"])
+      const route = match(request.method, request.url)
+      if (gate !== undefined) gate.route = route?.path
+      if (route?.policy.exempt) return yield* app
+      // the envelope's record of this request, filled in place (a gate used alone makes its own)
+      const state: GateState = gate ?? { requestId }
+      if (route === undefined) state.unmatched = true
+      const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ??
+        Option.getOrUndefined(request.remoteAddress)
+      const refusal = yield* admit(route, {
+        authorization: request.headers["authorization"],
+        forwardedFor: request.headers["x-forwarded-for"],
+        peer
+      }, state)
+      if (refusal !== undefined) return refusal
       if (gate !== undefined) return yield* app
       yield* HttpApp.appendPreResponseHandler((_request, response) =>
         Effect.succeed(HttpServerResponse.setHeaders(response, state.rateHeaders!)))

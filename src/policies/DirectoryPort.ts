@@ -4,7 +4,7 @@
  * `Group::"scimgrp_…"`) and by its display name (readable: `Group::"contractors"`), so a rule's
  * `principalGroups` or a Cedar `in Group::…` may use either; ids carry a prefix no display name
  * needs, and a renamed group keeps matching by id. A principal the directory does not know is active and in no group.
- * SSO sign-in (`ssoVerified`) is false until the SSO capability provides it.
+ * SSO sign-in (`ssoVerified`) is answered by the SSO port (policies/Ports.ts PolicySso), not here.
  */
 import { Effect } from "effect"
 import type { DirectoryPrincipalsService } from "../directory/Principals.ts"

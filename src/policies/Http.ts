@@ -3,39 +3,19 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { Api } from "../Api.ts"
+import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
-import { CurrentDeveloper, type Developer } from "../platform/Auth.ts"
-import { BadRequest, NotFound, PlanLimitExceeded, PolicyInvalid } from "../platform/Errors.ts"
+import { CurrentDeveloper } from "../platform/Auth.ts"
+import { BadRequest, NotFound, PolicyInvalid } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { parseSet } from "./Cedar.ts"
 import { type BundleRow, type DecisionRow, makeRepo, type RuleFields } from "./Repo.ts"
-import type { PolicyAction, Rule } from "./Rules.ts"
+import { type PolicyAction, type Rule, ruleView } from "./Rules.ts"
 import { PolicyEngine } from "./Service.ts"
 
-/** Rules a developer may keep, per plan (decisions §13, §16). */
-const PLAN_CAPS: Record<Developer["plan"], number | null> = { free: 50, pro: 500, enterprise: null }
 const DECISION_WINDOW_MS = 30 * 24 * 60 * 60 * 1000
-
-const ruleView = (r: Rule) => ({
-  id: r.id,
-  name: r.name,
-  description: r.description,
-  effect: r.effect,
-  priority: r.priority,
-  agentId: r.agentId,
-  principalId: r.principalId,
-  scopes: r.scopes === null ? null : [...r.scopes],
-  timeOfDayStart: r.timeOfDayStart,
-  timeOfDayEnd: r.timeOfDayEnd,
-  daysOfWeek: r.daysOfWeek === null ? null : [...r.daysOfWeek],
-  timeZone: r.timeZone,
-  actions: [...r.actions],
-  principalGroups: r.principalGroups === null ? null : [...r.principalGroups],
-  createdAt: r.createdAt.toISOString(),
-  updatedAt: r.updatedAt.toISOString()
-})
 
 const bundleView = (b: BundleRow) => ({
   bundleId: b.id,
@@ -88,6 +68,7 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const engine = yield* PolicyEngine
+    const entitlements = yield* Entitlements
     const repo = makeRepo(sql)
     const orDie = <A, E>(e: Effect.Effect<A, E>) => Effect.orDie(e)
     const notFound = () => new NotFound({ message: "Policy not found" })
@@ -124,12 +105,9 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const fields = yield* checkFields(merge(blank, payload as Input))
-          const cap = PLAN_CAPS[developer.plan]
-          if (cap !== null && (yield* orDie(repo.count(developer.id))) >= cap) {
-            return yield* Effect.fail(new PlanLimitExceeded({ message: `The ${developer.plan} plan allows at most ${cap} policies` }))
-          }
           const ms = yield* nowMillis
-          const rule = yield* orDie(repo.insert(developer.id, newId("pol", ms), fields, new Date(ms)))
+          // the plan's cap (decisions §13, §16), counted under the entitlements' lock so two creations cannot pass it together
+          const rule = yield* entitlements.withinCap(developer, "policies", orDie(repo.insert(developer.id, newId("pol", ms), fields, new Date(ms))))
           yield* changed(developer.id)
           return ruleView(rule)
         }))

@@ -5,8 +5,7 @@
  * closed (deny). Outbound through the webhook machinery: https to a public address, pinned, with a
  * bounded answer; plain fetch (loopback allowed) only with WEBHOOK_ALLOW_PRIVATE_HOSTS=true.
  */
-import { requestPinned } from "../webhooks/Delivery.ts"
-import { resolvePublic } from "../webhooks/Ssrf.ts"
+import { requestPinned, resolvePublic } from "../platform/Outbound.ts"
 import type { EngineResult, PolicyContext } from "./Rules.ts"
 
 export const OPA_POLICY_ID = "opa:agentauth/allow"

@@ -27,6 +27,26 @@ export interface Rule {
   readonly updatedAt: Date
 }
 
+/** A rule as the API (and the compliance evidence pack) shows it. */
+export const ruleView = (r: Rule) => ({
+  id: r.id,
+  name: r.name,
+  description: r.description,
+  effect: r.effect,
+  priority: r.priority,
+  agentId: r.agentId,
+  principalId: r.principalId,
+  scopes: r.scopes === null ? null : [...r.scopes],
+  timeOfDayStart: r.timeOfDayStart,
+  timeOfDayEnd: r.timeOfDayEnd,
+  daysOfWeek: r.daysOfWeek === null ? null : [...r.daysOfWeek],
+  timeZone: r.timeZone,
+  actions: [...r.actions],
+  principalGroups: r.principalGroups === null ? null : [...r.principalGroups],
+  createdAt: r.createdAt.toISOString(),
+  updatedAt: r.updatedAt.toISOString()
+})
+
 /** What every engine is given (decisions §13). */
 export interface PolicyContext {
   readonly agentId: string

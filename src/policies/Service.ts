@@ -210,7 +210,8 @@ export const PolicyEngineLive = Layer.scoped(
       return { ip: Option.getOrNull(peer), userAgent: typeof ua === "string" ? ua.slice(0, 500) : null }
     })
 
-    const contextFor = (action: PolicyAction, subject: Subject, overrides: ContextOverrides) =>
+    /** `wantsSso`: an engine that can read `principal.ssoVerified` runs (Cedar, OPA); built-in rules never do, so no query for them */
+    const contextFor = (action: PolicyAction, subject: Subject, overrides: ContextOverrides, wantsSso = true) =>
       Effect.gen(function*() {
         const ms = overrides.at ?? (yield* nowMillis)
         const found = yield* directory.principal(subject.developerId, subject.principalId)
@@ -232,7 +233,8 @@ export const PolicyEngineLive = Layer.scoped(
           principal: {
             active: overrides.principal?.active ?? found.active,
             groups: overrides.principal?.groups ?? found.groups,
-            ssoVerified: overrides.principal?.ssoVerified ?? found.ssoVerified
+            ssoVerified: overrides.principal?.ssoVerified ??
+              (found.ssoVerified || (wantsSso && (yield* sso.verified(subject.developerId, subject.principalId))))
           }
         }
         return { ctx, ms }
@@ -249,7 +251,7 @@ export const PolicyEngineLive = Layer.scoped(
           )
         )
         // the directory is read whatever the developer's policies: an inactive principal is always denied
-        const { ctx, ms } = yield* contextFor(action, subject, overrides)
+        const { ctx, ms } = yield* contextFor(action, subject, overrides, loaded === undefined || loaded.cedar !== undefined || config.policy.backend === "opa")
         const results: Array<EngineResult> = []
         if (loaded === undefined) results.push(failedEngine("the developer's policies could not be loaded"))
         else {

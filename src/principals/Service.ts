@@ -9,7 +9,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { describeScope } from "../authorization/Scopes.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
@@ -19,6 +19,7 @@ import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { type CursorPosition, toPage } from "../platform/Pagination.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
+import { sha256Hex } from "../platform/Hash.ts"
 
 export const DEFAULT_SESSION_SECONDS = 3600
 export const MAX_SESSION_SECONDS = 24 * 3600
@@ -74,12 +75,11 @@ export interface PrincipalsService {
 
 export class Principals extends Context.Tag("agent-auth/Principals")<Principals, PrincipalsService>() {}
 
-const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
 const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/
 
 /**
  * How a grant was made: the stored method, else derived from what made it: an authorization request
- * approved with or without a passkey (directly, or consumed by the consent bundle that holds the
+ * approved with a passkey, through SSO (decisions §12), or plainly (directly, or consumed by the consent bundle that holds the
  * grant), else the application (a bundle without consent, a delegation, a sandbox's automatic approval).
  */
 const GRANT_SELECT = `
@@ -87,15 +87,16 @@ const GRANT_SELECT = `
          g.parent_grant_id, g.delegation_depth, g.created_at,
          COALESCE(g.approval_method,
            CASE WHEN r.fido_verified_at IS NOT NULL THEN 'passkey'
+                WHEN r.sso_session_id IS NOT NULL THEN 'sso'
                 WHEN r.id IS NOT NULL AND d.mode <> 'sandbox' THEN 'consent'
                 ELSE 'developer' END) AS approval_method
   FROM grants g
   JOIN agents a ON a.id = g.agent_id
   JOIN developers d ON d.id = g.developer_id
   LEFT JOIN LATERAL (
-    SELECT id, fido_verified_at FROM auth_requests WHERE grant_id = g.id
+    SELECT id, fido_verified_at, sso_session_id FROM auth_requests WHERE grant_id = g.id
     UNION ALL
-    SELECT ar.id, ar.fido_verified_at FROM consent_bundles b JOIN auth_requests ar ON ar.consumed_by_bundle_id = b.id
+    SELECT ar.id, ar.fido_verified_at, ar.sso_session_id FROM consent_bundles b JOIN auth_requests ar ON ar.consumed_by_bundle_id = b.id
     WHERE b.grant_id = g.id
     LIMIT 1
   ) r ON true`
@@ -139,7 +140,7 @@ export const PrincipalsLive = Layer.effect(
         const sessionToken = `pst_${randomBytes(32).toString("base64url")}`
         const expiresAt = new Date(ms + seconds * 1000)
         yield* sql`INSERT INTO principal_sessions (id, developer_id, principal_id, token_hash, created_at, expires_at)
-                   VALUES (${newId("psess", ms)}, ${developerId}, ${input.principalId}, ${sha256(sessionToken)},
+                   VALUES (${newId("psess", ms)}, ${developerId}, ${input.principalId}, ${sha256Hex(sessionToken)},
                            ${new Date(ms)}, ${expiresAt})`.pipe(Effect.orDie)
         return {
           sessionToken,
@@ -154,7 +155,7 @@ export const PrincipalsLive = Layer.effect(
         const ms = yield* nowMillis
         const rows = yield* sql<{ id: string; developerId: string; principalId: string; expiresAt: Date }>`
           SELECT id, developer_id, principal_id, expires_at FROM principal_sessions
-          WHERE token_hash = ${sha256(token)} AND expires_at > ${new Date(ms)}`.pipe(Effect.orDie)
+          WHERE token_hash = ${sha256Hex(token)} AND expires_at > ${new Date(ms)}`.pipe(Effect.orDie)
         const row = rows[0]
         return row === undefined
           ? undefined

@@ -42,7 +42,7 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
     })
     return handlers
       .handle("health", () =>
-        Effect.map(probes, (result) => {
+        Effect.map(probes.effect, (result) => {
           const { status, body } = healthAnswer(result)
           return status === 200 ? body as { status: "ok" } : HttpServerResponse.unsafeJson(body, { status }) as any
         }))

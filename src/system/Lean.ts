@@ -1,21 +1,33 @@
 /**
- * The lean path (issue 27): GET /health and GET /health/live answered straight from Bun's fetch,
- * without HttpApiBuilder's per-request pipeline (router, decode/encode, middleware), which cost
- * about four fifths of a health probe. Everything a client or an operator sees is the same as the
- * API's answer (test/platform/lean-paths.test.ts compares them): the same probes (./Probes.ts),
- * body, status, content-type, x-request-id (reused when well-formed), nosniff, the request metric
- * and the access line. Both routes are rate-limit exempt, so the gate would neither count nor
- * refuse them. Anything else returns undefined and goes through the API.
+ * The lean path (issue 27): a few hot routes answered straight from Bun's fetch, without
+ * HttpApiBuilder's per-request pipeline (router, decode/encode, middleware chain, a copy of the
+ * runtime's context per request), which cost most of a light request:
+ *
+ * - GET /health and GET /health/live: rate-limit exempt, no credentials; the same probes
+ *   (./Probes.ts), body, status, content-type, x-request-id (reused when well-formed), nosniff,
+ *   request metric and access line as the API (test/platform/lean-paths.test.ts compares them).
+ * - the light API-key reads (GET /v1/me, GET /v1/consent-bundles/:id and its revocation status,
+ *   POST /v1/tokens/verify) and the vault exchange (grant token), through platform/LeanRoutes.ts: the gate's own admission, the
+ *   capability's own function, the API's body reader and the endpoint's payload schema
+ *   (test/platform/lean-reads.test.ts compares them).
+ *
+ * Anything else returns undefined and goes through the API.
  */
-import { Effect, FiberRef, Option, Runtime } from "effect"
+import { Effect, Option, type Runtime } from "effect"
 import pkg from "../../package.json" with { type: "json" }
+import { Api } from "../Api.ts"
+import { ConsentBundles } from "../consent-bundles/Service.ts"
+import { developerView } from "../developers/Service.ts"
+import { makeVerifyToken } from "../grants/Verify.ts"
+import { Vault } from "../vault/Service.ts"
 import { recordRequest } from "../platform/AccessLog.ts"
 import { newRequestId } from "../platform/HttpEnvelope.ts"
+import { type LeanRoutesOptions, makeLeanRoutes, type PeerOf } from "../platform/LeanRoutes.ts"
 import { Log } from "../platform/Log.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { healthAnswer, makeProbes } from "./Probes.ts"
 
-export type LeanPath = (request: Request) => Promise<Response> | undefined
+export type LeanPath = (request: Request, peerOf: PeerOf) => Promise<Response> | undefined
 
 const pathOf = (url: string): string => {
   const start = url.indexOf("/", url.indexOf("//") + 2)
@@ -26,15 +38,23 @@ const pathOf = (url: string): string => {
 
 const LIVE_BODY = JSON.stringify({ status: "ok", version: pkg.version })
 
-/** `fallback` answers through the API when the lean path cannot (a defect in the probes). */
-export const makeLeanPath = (rt: Runtime.Runtime<never>, fallback: (request: Request) => Promise<Response>) =>
+export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOptions) =>
   Effect.gen(function*() {
     const probes = yield* makeProbes
     const metrics = yield* Metrics
     const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
-    // as the envelope does: log lines written while serving carry the request id, unless logging is off
-    const annotate = (yield* FiberRef.get(FiberRef.currentMinimumLogLevel))._tag !== "None"
-    const run = Runtime.runPromise(rt)
+    const bundles = yield* ConsentBundles
+    const verifyToken = yield* makeVerifyToken
+    const vault = yield* Vault
+    const reads = yield* makeLeanRoutes(Api, [
+      { path: "/v1/me", handle: ({ developer }) => Effect.succeed(developerView(developer!)) },
+      { path: "/v1/consent-bundles/:id", handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
+      { path: "/v1/consent-bundles/:id/revocation-status", handle: ({ developer }, { id }) => bundles.revocationStatus(developer!.id, id!) },
+      // (verify and the exchange: the anomaly rules and the exchange's policies read the request)
+      { method: "POST", path: "/v1/tokens/verify", readsRequest: true, handle: ({ developer }, _, payload: { token: string }) => verifyToken(developer!, payload.token) },
+      // authenticated by its grant token (the gate verified and counted it); the body read as the handler reads it
+      { method: "POST", path: "/v1/vault/credentials/exchange", body: "text", readsRequest: true, handle: ({ grant }, _, text: string) => vault.exchange(grant, text) }
+    ], rt, options)
     const answer = (route: string, requestId: string, started: number, status: number, body: string) => {
       recordRequest(metrics, log, "GET", route, { requestId, route }, status, (performance.now() - started) / 1000)
       return new Response(body, {
@@ -47,20 +67,17 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, fallback: (request: Req
         }
       })
     }
-    const lean: LeanPath = (request) => {
-      if (request.method !== "GET") return undefined
+    const lean: LeanPath = (request, peerOf) => {
       const path = pathOf(request.url)
-      if (path !== "/health" && path !== "/health/live") return undefined
+      if (request.method !== "GET" || (path !== "/health" && path !== "/health/live")) return reads(request, peerOf)
       const started = performance.now()
       const requestId = newRequestId(request.headers.get("x-request-id") ?? undefined)
       if (path === "/health/live") return Promise.resolve(answer(path, requestId, started, 200, LIVE_BODY))
-      return run(annotate ? Effect.annotateLogs(probes, "requestId", requestId) : probes).then(
-        (result) => {
-          const { status, body } = healthAnswer(result)
-          return answer(path, requestId, started, status, JSON.stringify(body))
-        },
-        () => fallback(request)
-      )
+      // the probes are promises that never reject (a failing probe is a false in the result)
+      return probes.run().then((result) => {
+        const { status, body } = healthAnswer(result)
+        return answer(path, requestId, started, status, JSON.stringify(body))
+      })
     }
     return lean
   })

@@ -1,6 +1,7 @@
 /**
  * `agent-auth vault rekey`: re-encrypts everything sealed with the vault keys that is not under the
- * active key, online: the vault credentials, then the webhook signing secrets.
+ * active key, online: the vault credentials, the webhook signing secrets, then the SSO connections'
+ * client secrets (decisions §12).
  *
  * Rows are taken in id order, in batches; each batch is its own short transaction that locks its
  * rows with FOR UPDATE SKIP LOCKED, so the service keeps serving (exchanges read without locks;
@@ -15,6 +16,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { OperatorCommand } from "../operator.ts"
+import { ssoSecretContext } from "../sso/Connections.ts"
 import { secretContext } from "../webhooks/Service.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { type Keyring, keyringFor, openSync, seal, type SealContext, type Sealed } from "./Crypto.ts"
@@ -31,6 +33,7 @@ export interface RekeyResult {
   readonly activeKeyId: string
   readonly credentials: RekeyedKind
   readonly webhookSecrets: RekeyedKind
+  readonly ssoClientSecrets: RekeyedKind
 }
 
 /** One kind of sealed row: how to take a batch not under the active key, and how to write it back. */
@@ -108,6 +111,33 @@ const webhookSecretColumn = (column: "secret_ciphertext" | "previous_secret_ciph
       )).pipe(Effect.map(([row]) => Number(row?.n ?? 0)))
 })
 
+/** An SSO connection's OIDC client secret (a JSON Sealed bound to the connection row). */
+const ssoClientSecrets: SealedRows = {
+  batch: (active, after, limit) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ id: string; developerId: string; sealed: string }>`
+        SELECT id, developer_id, client_secret_ciphertext AS sealed FROM sso_connections
+        WHERE client_secret_ciphertext IS NOT NULL AND client_secret_ciphertext::jsonb->>'keyId' <> ${active} AND id > ${after}
+        ORDER BY id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED`.pipe(Effect.map((rows) =>
+        rows.map((row) => ({ id: row.id, context: ssoSecretContext(row.id, row.developerId), sealed: JSON.parse(row.sealed) as Sealed }))
+      ))),
+  write: (active, rows) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe(
+        `UPDATE sso_connections c SET client_secret_ciphertext = u.sealed
+         FROM unnest($2::text[], $3::text[]) AS u(id, sealed)
+         WHERE c.id = u.id AND c.client_secret_ciphertext::jsonb->>'keyId' <> $1`,
+        [active, rows.map((r) => r.id), rows.map((r) => JSON.stringify(r.sealed))] as any
+      )).pipe(Effect.asVoid),
+  countNotUnder: (active) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM sso_connections
+                         WHERE client_secret_ciphertext IS NOT NULL AND client_secret_ciphertext::jsonb->>'keyId' <> ${active}`).pipe(
+        Effect.map(([row]) => Number(row?.n ?? 0))
+      )
+}
+
 const webhookSecrets = webhookSecretColumn("secret_ciphertext")
 /** expired ones are cleared first: nothing reads them, and an old key may no longer open them */
 const previousWebhookSecrets = webhookSecretColumn("previous_secret_ciphertext")
@@ -172,7 +202,8 @@ export const rekey = (ring: Keyring, options: { batchSize?: number; maxPasses?: 
       webhookSecrets: both(
         yield* rekeyRows(ring, webhookSecrets, batchSize, maxPasses),
         yield* Effect.zipRight(clearExpiredPreviousSecrets, rekeyRows(ring, previousWebhookSecrets, batchSize, maxPasses))
-      )
+      ),
+      ssoClientSecrets: yield* rekeyRows(ring, ssoClientSecrets, batchSize, maxPasses)
     } satisfies RekeyResult
   })
 
@@ -194,15 +225,15 @@ export const rekeyCommand: OperatorCommand = (args, config) =>
     const result = yield* rekey(ring, { batchSize }).pipe(
       Effect.mapError((e) => new Error(`database error: ${e.message}`))
     )
-    const { credentials, webhookSecrets: secrets } = result
-    const summary = `re-encrypted ${credentials.rekeyed} vault credential(s) and ${secrets.rekeyed} webhook secret(s) under key ${result.activeKeyId}`
-    const unreadable = [...credentials.unreadable, ...secrets.unreadable]
+    const { credentials, webhookSecrets: secrets, ssoClientSecrets: sso } = result
+    const summary = `re-encrypted ${credentials.rekeyed} vault credential(s), ${secrets.rekeyed} webhook secret(s) and ${sso.rekeyed} SSO client secret(s) under key ${result.activeKeyId}`
+    const unreadable = [...credentials.unreadable, ...secrets.unreadable, ...sso.unreadable]
     if (unreadable.length > 0) {
       return yield* Effect.fail(new Error(
         `${summary}; ${unreadable.length} could not be decrypted with any configured key and were left unchanged: ${unreadable.slice(0, 10).join(", ")}`
       ))
     }
-    const remaining = credentials.remaining + secrets.remaining
+    const remaining = credentials.remaining + secrets.remaining + sso.remaining
     if (remaining > 0) {
       return yield* Effect.fail(new Error(`${summary}; ${remaining} still locked by other writers: run it again`))
     }

@@ -4,12 +4,13 @@
  * vault; decisions §9). Tokens and secrets never leave this module except in the exchange answer,
  * and are never logged.
  */
+import { optionalCore } from "../anomalies/Core.ts"
 import { SqlClient } from "@effect/sql"
 import { Cause, Context, Deferred, Effect, FiberId, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { isIP } from "node:net"
 import { Config } from "../Config.ts"
-import { tokenStatusOf } from "../grants/Service.ts"
+import { agentIdOf, suspendedAgentToken, tokenStatusOf } from "../grants/Service.ts"
 import { type AuditedEvent, AuditedEvents } from "../platform/AuditedEvents.ts"
 import { BadRequest, CredentialUnreadable, Forbidden, NotFound, Unauthorized, UpstreamRefreshFailed } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
@@ -20,8 +21,7 @@ import { iso, nowMillis } from "../platform/Time.ts"
 import { PolicyEngine } from "../policies/Service.ts"
 import { type StoreCredential } from "./Api.ts"
 import { type Keyring, openSecrets, type SealContext, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
-import { requestPinned } from "../webhooks/Delivery.ts"
-import { resolvePublic } from "../webhooks/Ssrf.ts"
+import { requestPinned, resolvePublic } from "../platform/Outbound.ts"
 import { makeCoalescer } from "./Coalesce.ts"
 import { type CredentialRow, type ExchangeKey, makeRepo } from "./Repo.ts"
 
@@ -93,12 +93,6 @@ export const exchangeService = (rawBody: string): string | undefined => {
 
 /** the shape of a stored service name (Api.ts ServiceName) */
 const STORABLE_SERVICE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
-
-const agentIdOf = (agt: string | undefined) => {
-  if (typeof agt !== "string") return null
-  const parts = agt.split(":")
-  return parts.length >= 3 && parts[0] === "did" ? parts.slice(2).join(":") : null
-}
 
 const sealContext = (row: { id: string; developerId: string; principalId: string; service: string }): SealContext => ({
   id: row.id,
@@ -264,6 +258,7 @@ export const VaultServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    const anomalies = yield* optionalCore // decisions §14: inline rules
     const ring: Keyring = yield* VaultKeys
     const audited = yield* AuditedEvents
     const policyEngine = yield* PolicyEngine
@@ -477,6 +472,12 @@ export const VaultServiceLive = Layer.effect(
         })
         const status = tokenStatusOf(claims, found.token, startedMs)
         const row = found.credential
+        // decisions §14: a suspended agent's token (AD-008) is an alert; a used token marks its network (AD-003)
+        if (anomalies !== undefined) {
+          if (status === "revoked" && suspendedAgentToken(claims, found.token)) {
+            yield* anomalies.suspendedAgentUse(claims.dev, agentIdOf(claims.agt) ?? "", claims.grnt, "vault exchange")
+          } else if (status === "active") yield* anomalies.tokenUsed(claims.dev, agentIdOf(claims.agt) ?? "")
+        }
         if (status !== "active") {
           return yield* Effect.fail(new Unauthorized({ message: status === "revoked" ? "Grant or grant token has been revoked, or its agent suspended" : "Grant token missing, invalid or expired" }))
         }

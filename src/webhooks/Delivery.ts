@@ -5,12 +5,12 @@
  * certificate for the host name).
  */
 import { createHmac } from "node:crypto"
-import { request as httpsRequest } from "node:https"
-import { resolvePublic } from "./Ssrf.ts"
+import { requestPinned, resolvePublic } from "../platform/Outbound.ts"
 
 export const USER_AGENT = "Service-Webhooks/0.1"
 
-export interface SignedHeaders {
+// a type, not an interface, so it is a Record<string, string> wherever headers are taken
+export type SignedHeaders = {
   readonly "content-type": string
   readonly "user-agent": string
   readonly "x-service-signature": string
@@ -65,65 +65,15 @@ const describe = (e: unknown) => {
 const outcomeOf = (status: number): Outcome =>
   status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `receiver answered ${status}` }
 
-/**
- * POST to `url` over TLS, connecting to `address` (already checked) rather than resolving the host
- * again; the certificate is still verified for the URL's host name (`servername`). Answers the
- * status and up to `maxBodyBytes` of the body (0: the body is discarded); rejects on a network
- * error or when `signal` aborts. `ca` is for tests. Also used for the vault's upstream refresh.
- */
-export const requestPinned = (
-  target: URL,
-  address: string,
-  body: string,
-  headers: Readonly<Record<string, string>>,
-  options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal; maxBodyBytes?: number }
-): Promise<{ readonly status: number; readonly text: string }> =>
-  new Promise((resolve, reject) => {
-    const maxBodyBytes = options.maxBodyBytes ?? 0
-    const req = httpsRequest({
-      host: address,
-      port: target.port || 443,
-      path: `${target.pathname}${target.search}`,
-      method: "POST",
-      servername: target.hostname,
-      headers: { ...headers, host: target.host, "content-length": String(Buffer.byteLength(body)) },
-      timeout: options.timeoutMs,
-      ...(options.ca === undefined ? {} : { ca: options.ca })
-    }, (res) => {
-      const status = res.statusCode ?? 0
-      if (maxBodyBytes === 0) {
-        res.resume()
-        return resolve({ status, text: "" })
-      }
-      const chunks: Array<Buffer> = []
-      let size = 0
-      res.on("data", (chunk: Buffer) => {
-        if (size > maxBodyBytes) return
-        size += chunk.length
-        if (size <= maxBodyBytes) return void chunks.push(chunk)
-        reject(new Error("answer too large"))
-        res.destroy()
-      })
-      res.on("error", reject)
-      res.on("end", () => resolve({ status, text: Buffer.concat(chunks).toString("utf8") }))
-    })
-    const abort = () => req.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" }))
-    options.signal?.addEventListener("abort", abort, { once: true })
-    req.on("timeout", abort)
-    req.on("error", reject)
-    req.on("close", () => options.signal?.removeEventListener("abort", abort))
-    req.end(body)
-  })
-
 /** One webhook POST to a checked address: the receiver's status is all that counts. */
 export const postPinned = (
   target: URL,
   address: string,
   body: string,
-  headers: SignedHeaders,
+  headers: Readonly<Record<string, string>>,
   options: { timeoutMs: number; ca?: string | Buffer; signal?: AbortSignal }
 ): Promise<Outcome> =>
-  requestPinned(target, address, body, headers as unknown as Record<string, string>, options).then(
+  requestPinned(target, address, body, headers, options).then(
     (answer) => outcomeOf(answer.status),
     (e) => ({ ok: false, status: null, error: describe(e) })
   )
@@ -134,7 +84,7 @@ export const postPinned = (
 export const send = async (
   url: string,
   body: string,
-  headers: SignedHeaders,
+  headers: Readonly<Record<string, string>>,
   options: { timeoutMs: number; allowPrivateHosts: boolean }
 ): Promise<Outcome> => {
   const deadline = AbortSignal.timeout(options.timeoutMs)
@@ -142,7 +92,7 @@ export const send = async (
     try {
       const response = await fetch(url, {
         method: "POST",
-        headers: headers as unknown as Record<string, string>,
+        headers,
         body,
         redirect: "manual",
         signal: deadline

@@ -11,11 +11,11 @@ import { Config } from "../Config.ts"
 import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
 import { EVENT_TYPES, nudgeDeliveryWorkers } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
-import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { openSync, seal, type Sealed, VaultKeys, VaultKeysLive } from "../vault/Crypto.ts"
 import { SECRET_PREFIX } from "./Delivery.ts"
-import { checkReceiverUrl } from "./Ssrf.ts"
+import { type DeliveryQuery, deliveryPage, type DeliveryRow, deliveryView, type DeliveryView, retireEndpoint } from "./History.ts"
+import { checkReceiverUrl } from "../platform/Outbound.ts"
 
 export interface EndpointRow {
   readonly id: string
@@ -28,38 +28,14 @@ export interface EndpointRow {
 
 const endpointView = (e: EndpointRow) => ({ id: e.id, url: e.url, events: [...e.events], createdAt: e.createdAt.toISOString() })
 
-export interface DeliveryRow {
-  readonly id: string
-  readonly eventId: string
-  readonly eventType: string
-  readonly status: "pending" | "delivered" | "failed"
-  readonly attempts: number
-  readonly maxAttempts: number
-  readonly lastError: string | null
-  readonly lastResponseStatus: number | null
-  readonly nextAttemptAt: Date
-  readonly createdAt: Date
-  readonly deliveredAt: Date | null
-}
-
-const deliveryView = (d: DeliveryRow) => ({
-  id: d.id,
-  eventId: d.eventId,
-  eventType: d.eventType,
-  status: d.status,
-  attempts: d.attempts,
-  maxAttempts: d.maxAttempts,
-  lastError: d.lastError,
-  lastResponseStatus: d.lastResponseStatus,
-  nextAttemptAt: d.status === "pending" ? d.nextAttemptAt.toISOString() : null,
-  createdAt: d.createdAt.toISOString(),
-  deliveredAt: d.deliveredAt?.toISOString() ?? null
-})
-
 /** the row a webhook secret belongs to: a ciphertext moved to another endpoint does not decrypt */
 export const secretContext = (id: string, developerId: string) => ({ id, developerId, principalId: "webhook", service: "webhook-secret" })
 
-const newSecret = () => `${SECRET_PREFIX}${randomBytes(32).toString("base64")}`
+export const newSecret = () => `${SECRET_PREFIX}${randomBytes(32).toString("base64")}`
+
+/** the stored form of an endpoint's secret (an anomaly Slack channel's URL too), bound to its row */
+export const sealEndpointSecret = (ring: VaultKeys["Type"], id: string, developerId: string, secret: string) =>
+  JSON.stringify(seal(ring, secretContext(id, developerId), secret))
 
 /** how long a rotated-out secret still signs deliveries (as Svix does) */
 export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000
@@ -79,11 +55,11 @@ export interface WebhooksService {
   >
   readonly list: (developerId: string) => Effect.Effect<{ webhooks: Array<ReturnType<typeof endpointView>> }>
   readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
-  readonly deliveries: (developerId: string, id: string, query: { status?: string; cursor?: string; limit: number }) => Effect.Effect<
-    { deliveries: Array<ReturnType<typeof deliveryView>>; nextCursor: string | null },
+  readonly deliveries: (developerId: string, id: string, query: DeliveryQuery) => Effect.Effect<
+    { deliveries: Array<DeliveryView>; nextCursor: string | null },
     NotFound | BadRequest
   >
-  readonly retry: (developerId: string, id: string, deliveryId: string) => Effect.Effect<ReturnType<typeof deliveryView>, NotFound | Conflict>
+  readonly retry: (developerId: string, id: string, deliveryId: string) => Effect.Effect<DeliveryView, NotFound | Conflict>
   readonly rotateSecret: (developerId: string, id: string) => Effect.Effect<{ id: string; secret: string; previousSecretExpiresAt: string }, NotFound>
   readonly replay: (developerId: string, id: string, input: ReplayInput) => Effect.Effect<{ requeued: number; nextSince: string | null }, NotFound | BadRequest>
   /** the decrypted secret of an endpoint (delivery worker) */
@@ -101,12 +77,12 @@ export const WebhooksServiceLive = Layer.effect(
     const notFound = () => new NotFound({ message: "Webhook not found" })
 
     const own = (developerId: string, id: string) =>
-      sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(
+      sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} AND developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL`.pipe(
         Effect.orDie,
         Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(notFound()) : Effect.void)
       )
 
-    const sealSecret = (id: string, developerId: string, secret: string) => JSON.stringify(seal(ring, secretContext(id, developerId), secret))
+    const sealSecret = (id: string, developerId: string, secret: string) => sealEndpointSecret(ring, id, developerId, secret)
 
     return {
       create: (developerId, input) =>
@@ -130,7 +106,7 @@ export const WebhooksServiceLive = Layer.effect(
             const limit = planOf(config.plans, developer?.plan ?? "free").limits.webhooks
             if (limit !== null) {
               const [{ n }] = (yield* sql<{ n: number }>`
-                SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = ${developerId} AND deleted_at IS NULL`) as unknown as [{ n: number }]
+                SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL`) as unknown as [{ n: number }]
               if (n >= limit) {
                 return yield* Effect.fail(new PlanLimitExceeded({ message: `The ${developer?.plan ?? "free"} plan allows ${limit} webhook endpoints` }))
               }
@@ -145,49 +121,16 @@ export const WebhooksServiceLive = Layer.effect(
         }),
       list: (developerId) =>
         sql<EndpointRow>`SELECT id, developer_id, url, events, secret_ciphertext, created_at FROM webhook_endpoints
-                         WHERE developer_id = ${developerId} AND deleted_at IS NULL ORDER BY created_at DESC, id DESC`.pipe(
+                         WHERE developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL ORDER BY created_at DESC, id DESC`.pipe(
           Effect.orDie,
           Effect.map((rows) => ({ webhooks: rows.map(endpointView) }))
         ),
       remove: (developerId, id) =>
-        sql.withTransaction(Effect.gen(function*() {
-          const ms = yield* nowMillis
-          const rows = yield* sql`UPDATE webhook_endpoints SET deleted_at = ${new Date(ms)}
-                                  WHERE id = ${id} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`
-          if (rows.length === 0) return yield* Effect.fail(notFound())
-          // nothing more is sent to a deleted endpoint
-          yield* sql`UPDATE webhook_deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = ${new Date(ms)}
-                     WHERE endpoint_id = ${id} AND status = 'pending'`
-        })).pipe(Effect.catchTag("SqlError", Effect.die)),
-      deliveries: (developerId, id, query) =>
         Effect.gen(function*() {
-          yield* own(developerId, id)
-          const cursor = decodeCursor(query.cursor)
-          if (cursor === null) return yield* Effect.fail(new BadRequest({ message: "cursor is not valid" }))
-          const params: Array<unknown> = [id]
-          const conditions = ["d.endpoint_id = $1"]
-          if (query.status !== undefined) {
-            params.push(query.status)
-            conditions.push(`d.status = $${params.length}`)
-          }
-          if (cursor) {
-            params.push(new Date(cursor.createdAt), cursor.id)
-            conditions.push(`(d.created_at, d.id) < ($${params.length - 1}, $${params.length})`)
-          }
-          params.push(query.limit + 1)
-          const rows = yield* sql.unsafe<DeliveryRow>(
-            `SELECT d.id, d.event_id, ev.type AS event_type, d.status, d.attempts, d.max_attempts, d.last_error,
-                    d.last_response_status, d.next_attempt_at, d.created_at, d.delivered_at
-             FROM webhook_deliveries d JOIN events ev ON ev.id = d.event_id
-             WHERE ${conditions.join(" AND ")} ORDER BY d.created_at DESC, d.id DESC LIMIT $${params.length}`,
-            params as any
-          ).pipe(Effect.orDie)
-          const page = rows.slice(0, query.limit)
-          return {
-            deliveries: page.map(deliveryView),
-            nextCursor: rows.length > query.limit ? encodeCursor(page[page.length - 1]!) : null
-          }
+          const ms = yield* nowMillis
+          if (!(yield* retireEndpoint(sql, developerId, id, ["endpoint"], new Date(ms)))) return yield* Effect.fail(notFound())
         }),
+      deliveries: (developerId, id, query) => Effect.zipRight(own(developerId, id), deliveryPage(sql, id, query)),
       retry: (developerId, id, deliveryId) =>
         Effect.gen(function*() {
           yield* own(developerId, id)
@@ -214,7 +157,7 @@ export const WebhooksServiceLive = Layer.effect(
           // the replaced secret keeps signing for a day, so receivers can switch without a gap
           const rows = yield* sql`UPDATE webhook_endpoints SET secret_ciphertext = ${sealSecret(id, developerId, secret)},
                                     previous_secret_ciphertext = secret_ciphertext, previous_secret_expires_at = ${expiresAt}
-                                  WHERE id = ${id} AND developer_id = ${developerId} AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
+                                  WHERE id = ${id} AND developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL RETURNING id`.pipe(Effect.orDie)
           if (rows.length === 0) return yield* Effect.fail(notFound())
           return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() }
         }),

@@ -17,7 +17,9 @@ import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { DELIVERY_CHANNEL, onDeliveriesQueued } from "../platform/Events.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { send, signDelivery } from "./Delivery.ts"
+import { slackMessage } from "../anomalies/SlackMessage.ts"
+import { send, signDelivery, USER_AGENT } from "./Delivery.ts"
+import type { EndpointKind } from "./History.ts"
 import { Webhooks } from "./Service.ts"
 
 /**
@@ -43,6 +45,7 @@ interface Claimed {
   readonly attempts: number
   readonly maxAttempts: number
   readonly url: string
+  readonly kind: EndpointKind
   readonly endpointId: string
   readonly developerId: string
   readonly secretCiphertext: string
@@ -118,7 +121,7 @@ export const claimDue = (slots: number) =>
            FROM locked WHERE d.id = locked.id
            RETURNING d.id, d.attempts, d.max_attempts, d.endpoint_id, d.event_id
          )
-         SELECT c.id, c.attempts, c.max_attempts, e.url, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
+         SELECT c.id, c.attempts, c.max_attempts, e.url, e.kind, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
                 e.previous_secret_ciphertext, e.previous_secret_expires_at,
                 ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
          FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`,
@@ -128,6 +131,30 @@ export const claimDue = (slots: number) =>
     return rows.map((r) => ({ ...r, leaseUntil }))
   })
 
+/**
+ * What one attempt sends. An endpoint or an anomaly webhook channel: the event envelope signed with
+ * the endpoint's secret (and, during a rotation, the previous one). An anomaly Slack channel: Slack's
+ * incoming-webhook body to the URL sealed as its secret (Slack checks no signature; the URL is the secret).
+ */
+const requestOf = (
+  d: Claimed,
+  secret: string,
+  sentAt: number,
+  publicBaseUrl: string,
+  secretOf: (row: { id: string; developerId: string; secretCiphertext: string }) => string | undefined
+): { url: string; body: string; headers: Readonly<Record<string, string>> } => {
+  if (d.kind === "anomaly_slack") {
+    const body = JSON.stringify(slackMessage(d.data as Record<string, unknown>, publicBaseUrl))
+    return { url: secret, body, headers: { "content-type": "application/json", "user-agent": USER_AGENT } }
+  }
+  const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
+  // a rotated-out secret signs too until it expires (issue 17)
+  const previous = d.previousSecretCiphertext !== null && d.previousSecretExpiresAt !== null && d.previousSecretExpiresAt.getTime() > sentAt
+    ? secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.previousSecretCiphertext })
+    : undefined
+  return { url: d.url, body, headers: signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000), previous) }
+}
+
 /** Sends one claimed delivery and records the outcome and the next attempt. */
 const sendClaimed = (d: Claimed) =>
   Effect.gen(function*() {
@@ -135,23 +162,19 @@ const sendClaimed = (d: Claimed) =>
     const config = yield* Config
     const webhooks = yield* Webhooks
     const leaseUntil = d.leaseUntil
-    const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
     const secret = webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.secretCiphertext })
     const sentAt = yield* nowMillis
-    // a rotated-out secret signs too until it expires (issue 17)
-    const previous = d.previousSecretCiphertext !== null && d.previousSecretExpiresAt !== null && d.previousSecretExpiresAt.getTime() > sentAt
-      ? webhooks.secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.previousSecretCiphertext })
-      : undefined
     if (sentAt + config.webhooks.timeoutSeconds * 1000 + 1_000 > leaseUntil.getTime()) {
       // too little of the lease is left to finish this send (a slow round): hand the row back
       // unsent rather than risk another instance sending it too once the lease runs out
       yield* sql`UPDATE webhook_deliveries SET lease_until = NULL WHERE id = ${d.id} AND lease_until = ${leaseUntil}`
       return "skipped" as const
     }
-    const outcome = secret === undefined
+    const request = secret === undefined ? undefined : requestOf(d, secret, sentAt, config.publicBaseUrl, webhooks.secretOf)
+    const outcome = request === undefined
       ? { ok: false as const, status: null, error: "webhook secret cannot be decrypted" }
       : yield* Effect.promise(() =>
-        send(d.url, body, signDelivery(secret, d.eventId, body, Math.floor(sentAt / 1000), previous), {
+        send(request.url, request.body, request.headers, {
           timeoutMs: config.webhooks.timeoutSeconds * 1000,
           allowPrivateHosts: config.webhooks.allowPrivateHosts
         })

@@ -14,6 +14,9 @@ import { Counters, CounterStoreUnavailable } from "../../src/platform/Counters.t
 import { startTestApp, testPrivateKey, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 import { authorize, count, freeWith, plansFile } from "./support.ts"
+import { makeSigningKey } from "../support/saml-idp.ts"
+
+const CERT = makeSigningKey({ notBefore: new Date(Date.now() - 86_400_000), notAfter: new Date(Date.now() + 365 * 86_400_000) }).certificatePem
 
 let app: TestApp
 
@@ -21,7 +24,8 @@ beforeAll(async () => {
   app = await startTestApp({
     env: {
       PLANS_FILE: plansFile({
-        ...freeWith({ agents: 2, webhooks: 1, authorizationsPerMonth: 3 }),
+        ...freeWith({ agents: 2, webhooks: 1, policies: 3, ssoConnections: 1, authorizationsPerMonth: 3 }),
+        capped: { name: "Capped", limits: { activeGrants: 2 }, monthlyFee: 0 },
         team: { name: "Team", limits: { agents: 10 }, monthlyFee: 19.5, currency: "GBP", overage: { vault_exchanges: 0.25 } }
       }),
       RATE_LIMIT_SCALE: "1000",
@@ -92,6 +96,22 @@ test("agent cap: 402 PLAN_LIMIT_EXCEEDED, and exactly the cap under concurrent c
   const ent = await app.request("GET", "/v1/billing/entitlements", { apiKey })
   expect(ent.body.usage.agents).toEqual({ used: 2, limit: 2, pct: 100 })
   expect(ent.body.usage.webhooks).toEqual({ used: 1, limit: 1, pct: 100 })
+  // policies: the file's cap of 3, held under concurrent creation too
+  const rule = (i: number) => app.request("POST", "/v1/policies", { apiKey, body: { name: `r${i}`, effect: "deny", agentId: `ag_${i}` } })
+  const rules = await Promise.all([0, 1, 2, 3, 4, 5].map(rule))
+  expect(rules.map((r) => r.status).sort()).toEqual([201, 201, 201, 402, 402, 402])
+  expect(rules.find((r) => r.status === 402)!.body).toMatchObject({ code: "PLAN_LIMIT_EXCEEDED", message: "The Free plan allows 3 policies" })
+  expect(await count(app, "SELECT count(*) AS n FROM policies WHERE developer_id = $1", [developerId])).toBe(3)
+  // SSO connections: the file's cap of 1, the legacy /v1/sso/config included
+  const saml = (i: number) => app.request("POST", "/v1/sso/connections", {
+    apiKey, body: { name: `idp${i}`, protocol: "saml", idpEntityId: `https://idp${i}.example/`, idpSsoUrl: `https://idp${i}.example/sso`, idpCertificates: [CERT] }
+  })
+  const connections = await Promise.all([0, 1, 2].map(saml))
+  expect(connections.map((r) => r.status).sort()).toEqual([201, 402, 402])
+  expect(connections.find((r) => r.status === 402)!.body).toMatchObject({ code: "PLAN_LIMIT_EXCEEDED", message: "The Free plan allows 1 SSO connections" })
+  const legacy = await app.request("POST", "/v1/sso/config", { apiKey, body: { issuerUrl: "https://idp.example", clientId: "c", clientSecret: "s" } })
+  expect([legacy.status, legacy.body.code]).toEqual([402, "PLAN_LIMIT_EXCEEDED"])
+  expect((await app.request("GET", "/v1/billing/entitlements", { apiKey })).body.usage.ssoConnections).toEqual({ used: 1, limit: 1, pct: 100 })
 })
 
 test("provider routes validate their bodies, then 503 SERVICE_UNAVAILABLE; usage routes check their parameters", async () => {
@@ -129,4 +149,26 @@ test("with the counter store away, the durable count decides the quota", async (
   const refused = await admitWithoutStore()
   expect(Either.isLeft(refused) && refused.left._tag).toBe("QuotaExceeded")
   expect((await authorize(app, apiKey, agentId)).status).toBe(402)
+})
+
+test("active grants: refused where one is asked for (authorize, delegation, bundle) at the cap; a revocation makes room at once", async () => {
+  const { apiKey, developerId } = await app.signup({ mode: "sandbox" })
+  await app.query("UPDATE developers SET plan = 'capped' WHERE id = $1", [developerId])
+  await new Promise((r) => setTimeout(r, 50)) // the API-key cache hears the change
+  const agentId = await createAgent(app, developerId)
+  const first = await authorize(app, apiKey, agentId)
+  expect(first.status).toBe(201)
+  const token = await app.request("POST", "/v1/token", { apiKey, body: { code: first.body.code, agentId } })
+  expect(token.status).toBe(201)
+  expect((await authorize(app, apiKey, agentId)).status).toBe(201)
+  const third = await authorize(app, apiKey, agentId)
+  expect([third.status, third.body.code, third.body.message]).toEqual([402, "PLAN_LIMIT_EXCEEDED", "The Capped plan allows 2 active grants; revoke some or let them expire"])
+  const subAgentId = await createAgent(app, developerId)
+  const delegated = await app.request("POST", "/v1/grants/delegate", { apiKey, body: { parentGrantToken: token.body.grantToken, subAgentId, scopes: ["email:read"] } })
+  expect([delegated.status, delegated.body.code]).toEqual([402, "PLAN_LIMIT_EXCEEDED"])
+  const bundle = await app.request("POST", "/v1/consent-bundles", { apiKey, body: { agentId, userId: "user_1", scopes: ["email:read"] } })
+  expect([bundle.status, bundle.body.code]).toEqual([402, "PLAN_LIMIT_EXCEEDED"])
+  expect(await count(app, "SELECT count(*) AS n FROM grants WHERE developer_id = $1", [developerId])).toBe(2)
+  expect((await app.request("DELETE", `/v1/grants/${token.body.grantId}`, { apiKey })).status).toBe(204)
+  expect((await authorize(app, apiKey, agentId)).status).toBe(201)
 })

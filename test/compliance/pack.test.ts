@@ -12,6 +12,7 @@ import { canonicalJson } from "../../src/platform/AuditChain.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 import { jwksOf, seedAudit } from "./support.ts"
+import { newUser, patch, scimClient } from "../directory/support.ts"
 
 let app: TestApp
 let jwks: any
@@ -181,4 +182,23 @@ describe("DPDP exports", () => {
     expect(done.body.data.grievances).toEqual([])
     expect(done.body.data.consentRecords).toBeUndefined()
   }, 60_000)
+})
+
+test("summary and pack: the developer's policy rules and directory users, through their capabilities", async () => {
+  const c = await scimClient(app)
+  for (const name of ["ana@example.com", "bo@example.com", "cy@example.com"]) expect((await c.send("POST", "/Users", newUser(name))).status).toBe(201)
+  const users = (await c.send("GET", "/Users")).body.Resources
+  expect((await c.send("PATCH", `/Users/${users[0].id}`, patch({ op: "replace", path: "active", value: false }))).status).toBe(200)
+  for (const effect of ["allow", "deny"]) {
+    expect((await app.request("POST", "/v1/policies", { apiKey: c.apiKey, body: { name: `${effect} rule`, effect, scopes: ["email:read"] } })).status).toBe(201)
+  }
+  const summary = await app.request("GET", "/v1/compliance/summary", { apiKey: c.apiKey })
+  expect(summary.body).toMatchObject({ policies: { total: 2 }, directory: { users: 3, deprovisioned: 1 } })
+  const pack = (await app.request("GET", "/v1/compliance/evidence-pack", { apiKey: c.apiKey })).body
+  expect(pack.policies.map((p: any) => [p.name, p.effect]).sort()).toEqual([["allow rule", "allow"], ["deny rule", "deny"]])
+  expect(pack.manifest.files.find((f: any) => f.name === "policies").rows).toBe(2)
+  expect((await verifyExport(new TextEncoder().encode(JSON.stringify(pack)), jwks)).ok).toBe(true)
+  // another developer sees none of it
+  const other = await app.signup()
+  expect((await app.request("GET", "/v1/compliance/summary", { apiKey: other.apiKey })).body).toMatchObject({ policies: { total: 0 }, directory: { users: 0, deprovisioned: 0 } })
 })

@@ -78,6 +78,8 @@ describe("vc+jwt", () => {
     expect(before.body).toMatchObject({ valid: true, revoked: false, suspended: false, expired: false, error: null })
     expect(before.body.vcId).toMatch(/^vc_/)
     expect((await events(dev.developerId, "vc.issued"))[0]!.data).toMatchObject({ credentialId: before.body.vcId, grantId: res.body.grantId })
+    const chained = await app.query("SELECT grant_id, agent_id, metadata FROM audit_log WHERE developer_id = $1 AND action = 'service.vc.issued'", [dev.developerId])
+    expect(chained).toEqual([{ grantId: res.body.grantId, agentId: dev.agentId, metadata: { credentialId: before.body.vcId, format: "vc+jwt", expiresAt: grant.expiresAt } }])
 
     expect((await app.request("DELETE", `/v1/grants/${res.body.grantId}`, { apiKey: dev.apiKey })).status).toBe(204)
     expect(await bitstringStatus(entries[0])).toBe(true)

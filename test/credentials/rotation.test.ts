@@ -27,7 +27,7 @@ const base = { DATABASE_URL: "pglite://memory", REDIS_URL: "memory://", RSA_PRIV
 
 describe("configuration", () => {
   test("VC_SIGNING_KEY: required in production, must be an Ed25519 private key; previous keys Ed25519 public keys", () => {
-    const production = { ...base, NODE_ENV: "production", METRICS_TOKEN: "metrics-secret", VAULT_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString("base64")}` }
+    const production = { ...base, NODE_ENV: "production", METRICS_TOKEN: "metrics-secret", SSO_STATE_SECRET: "sso-state-secret-of-at-least-32-characters", VAULT_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString("base64")}` }
     const problem = (env: Record<string, string>) => {
       try {
         loadConfig(env)

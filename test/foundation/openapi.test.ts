@@ -206,7 +206,9 @@ describe("the document explains itself (issue 17 item 2)", () => {
     const bodyless = new Set([
       "post /v1/keys/rotate", "post /v1/consent/{id}/approve", "post /v1/consent/{id}/deny", "post /v1/consent/{id}/passkey/options",
       "post /v1/consent-bundles/{id}/revoke", "post /v1/consent-bundles/{id}/refresh", "post /v1/domains/{id}/verify",
-      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret", "post /v1/policies/bundles/{id}/activate"
+      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret", "post /v1/policies/bundles/{id}/activate",
+      "post /v1/sso/connections/{id}/test",
+      "post /v1/anomalies/detect", "patch /v1/anomalies/{id}/acknowledge"
     ])
     let typed = 0
     for (const { method, path, op } of operations()) {
@@ -290,7 +292,7 @@ describe("the document explains itself (issue 17 item 2)", () => {
 
   test("the request examples that name nothing stored are accepted by the service as they are", async () => {
     const accepted = ["/v1/signup", "/v1/agents", "/v1/domains", "/v1/dpdp/breaches", "/v1/webauthn/register/options", "/v1/vault/credentials", "/v1/webhooks",
-      "/v1/principal-sessions", "/v1/compliance/exports", "/v1/dpdp/exports", "/v1/policies", "/v1/policies/sync", "/v1/policies/evaluate"]
+      "/v1/principal-sessions", "/v1/compliance/exports", "/v1/dpdp/exports", "/v1/policies", "/v1/policies/sync", "/v1/policies/evaluate", "/v1/anomaly/channels"]
     const statusOf: Record<string, number> = { "/v1/webauthn/register/options": 200, "/v1/compliance/exports": 202, "/v1/policies/evaluate": 200 }
     for (const path of accepted) {
       const example = spec.paths[path].post.requestBody.content["application/json"].example

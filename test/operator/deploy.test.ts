@@ -66,7 +66,7 @@ test("the environment file example names only variables the Config table knows, 
   const commented = [...envExample.matchAll(/^# ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!)
   expect(commented.filter((n) => !known.has(n))).toEqual([])
   // production requires these: the example lists them all
-  for (const required of ["DATABASE_URL", "REDIS_URL", "RSA_PRIVATE_KEY", "VAULT_ENCRYPTION_KEYS", "VC_SIGNING_KEY", "METRICS_TOKEN"]) expect(names).toContain(required)
+  for (const required of ["DATABASE_URL", "REDIS_URL", "RSA_PRIVATE_KEY", "VAULT_ENCRYPTION_KEYS", "VC_SIGNING_KEY", "METRICS_TOKEN", "SSO_STATE_SECRET"]) expect(names).toContain(required)
   // placeholders are refused by the loader (nobody runs the example unchanged by mistake)
   const env = Object.fromEntries(envExample.split("\n").filter((l) => /^[A-Z]/.test(l)).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]))
   expect(() => loadConfig(env)).toThrow()

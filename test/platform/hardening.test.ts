@@ -100,7 +100,8 @@ describe("production configuration", () => {
     RSA_PRIVATE_KEY: testPrivateKey(),
     VAULT_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString("base64")}`,
     METRICS_TOKEN: "metrics-secret",
-    VC_SIGNING_KEY: generateEd25519Pem()
+    VC_SIGNING_KEY: generateEd25519Pem(),
+    SSO_STATE_SECRET: "sso-state-secret-of-at-least-32-characters"
   }
   const refusal = (env: Record<string, string | undefined>) => {
     try {
@@ -116,6 +117,11 @@ describe("production configuration", () => {
     expect(refusal({ ...production, WEBHOOK_ALLOW_PRIVATE_HOSTS: "true" })).toBe("WEBHOOK_ALLOW_PRIVATE_HOSTS")
     expect(refusal({ ...production, METRICS_TOKEN: undefined })).toBe("METRICS_TOKEN")
     expect(refusal({ ...production, METRICS_TOKEN: " " })).toBe("METRICS_TOKEN")
+    // decisions §12: private identity providers and a per-process SSO state key are for development
+    expect(refusal({ ...production, SSO_ALLOW_PRIVATE_HOSTS: "true" })).toBe("SSO_ALLOW_PRIVATE_HOSTS")
+    expect(refusal({ ...production, SSO_STATE_SECRET: undefined })).toBe("SSO_STATE_SECRET")
+    expect(refusal({ ...production, SSO_STATE_SECRET: "too-short" })).toBe("SSO_STATE_SECRET")
+    expect(refusal({ ...production, SSO_SESSION_TTL: "25h" })).toBe("SSO_SESSION_TTL")
     // development keeps both
     expect(refusal({ ...production, NODE_ENV: undefined, METRICS_TOKEN: undefined, WEBHOOK_ALLOW_PRIVATE_HOSTS: "true" })).toBeUndefined()
     const proc = Bun.spawn([process.execPath, "src/main.ts", "serve"], {

@@ -139,7 +139,7 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     expect(failures).toEqual([])
     expect(exchanges).toBeGreaterThan(0)
     expect(upserts).toBeGreaterThan(0)
-    expect(message).toMatch(/^re-encrypted \d+ vault credential\(s\) and 1 webhook secret\(s\) under key k2$/)
+    expect(message).toMatch(/^re-encrypted \d+ vault credential\(s\), 1 webhook secret\(s\) and 0 SSO client secret\(s\) under key k2$/)
 
     const after = await allSecrets(app)
     expect(after.keyIds).toEqual(["k2"])
@@ -148,7 +148,7 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     // idempotent
     expect(await webhookKeyIds(app)).toEqual(["k2"])
     expect(await app.run(operatorCommands["vault rekey"]!([], app.config))).toBe(
-      "re-encrypted 0 vault credential(s) and 0 webhook secret(s) under key k2"
+      "re-encrypted 0 vault credential(s), 0 webhook secret(s) and 0 SSO client secret(s) under key k2"
     )
   } finally {
     await app.stop()
@@ -178,11 +178,11 @@ test("rekey under concurrent exchanges and upserts loses nothing; idempotent; ol
     return { code, stdout: await new Response(proc.stdout).text(), stderr: await new Response(proc.stderr).text() }
   }
   const rotated = await run(`${k3},${k2}`)
-  expect(rotated).toEqual({ code: 0, stdout: `re-encrypted ${COUNT} vault credential(s) and 1 webhook secret(s) under key k3\n`, stderr: "" })
+  expect(rotated).toEqual({ code: 0, stdout: `re-encrypted ${COUNT} vault credential(s), 1 webhook secret(s) and 0 SSO client secret(s) under key k3\n`, stderr: "" })
   const wrong = await run(`k4:${key()}`)
   expect(wrong.code).toBe(1)
   expect(wrong.stderr).toContain(
-    `re-encrypted 0 vault credential(s) and 0 webhook secret(s) under key k4; ${COUNT + 1} could not be decrypted`
+    `re-encrypted 0 vault credential(s), 0 webhook secret(s) and 0 SSO client secret(s) under key k4; ${COUNT + 1} could not be decrypted`
   )
   expect(wrong.stderr.trim().split("\n")).toHaveLength(1)
 

@@ -7,8 +7,8 @@ import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { postPinned, requestPinned, send, signDelivery } from "../../src/webhooks/Delivery.ts"
-import { resolvePublic } from "../../src/webhooks/Ssrf.ts"
+import { postPinned, send, signDelivery } from "../../src/webhooks/Delivery.ts"
+import { requestPinned, resolvePublic } from "../../src/platform/Outbound.ts"
 import { startReceiver } from "./support.ts"
 
 const body = JSON.stringify({ id: "evt_1", type: "grant.created", createdAt: "2026-11-22T10:00:00.000Z", data: {} })

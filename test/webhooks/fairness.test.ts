@@ -161,7 +161,11 @@ describe("claim cost", () => {
       }
       if (!usingRealPostgres) await quiet.query("SET session_replication_role = DEFAULT")
       await quiet.query("ANALYZE webhook_deliveries")
-      const loaded = await timeClaims()
+      // the better of two rounds: one round can meet a pause of the shared machine (a collector,
+      // autovacuum of the rows just written; seen once in a full run), while a claim that scanned the
+      // backlog is slow in both
+      const loaded = Math.min(await timeClaims(), await timeClaims())
+      console.log(JSON.stringify({ claimMsBaseline: Math.round(baseline * 10) / 10, claimMsWithBacklog: Math.round(loaded * 10) / 10 }))
       expect(loaded).toBeLessThan(baseline * 3 + 15)
       void hook
     } finally {

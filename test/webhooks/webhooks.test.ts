@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Effect } from "effect"
 import { Events } from "../../src/platform/Events.ts"
-import { isPublicAddress, checkReceiverUrl } from "../../src/webhooks/Ssrf.ts"
+import { isPublicAddress, checkReceiverUrl } from "../../src/platform/Outbound.ts"
 import { verifyWebhook } from "../../src/webhooks/verify.ts"
 import { deliverDue } from "../../src/webhooks/Worker.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"

@@ -16,6 +16,7 @@ import { Config } from "../Config.ts"
 import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { DELIVERY_CHANNEL, onDeliveriesQueued } from "../platform/Events.ts"
 import { Metrics } from "../platform/Metrics.ts"
+import { PLAN_EACH_TIME } from "../platform/PgPool.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { slackMessage } from "../anomalies/SlackMessage.ts"
 import { send, signDelivery, USER_AGENT } from "./Delivery.ts"
@@ -80,7 +81,7 @@ export const claimDue = (slots: number) =>
         // Bounded work whatever the backlog: the developers with pending rows are found by skipping
         // through an index (one probe each), each live endpoint of theirs offers at most its share
         // of due rows (an index range), and what is in flight is read from the leased rows.
-        `WITH RECURSIVE devs(developer_id) AS (
+        `${PLAN_EACH_TIME}WITH RECURSIVE devs(developer_id) AS (
            (SELECT developer_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY developer_id LIMIT 1)
            UNION ALL
            SELECT (SELECT w.developer_id FROM webhook_deliveries w

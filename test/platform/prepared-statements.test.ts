@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test"
 import { Effect, Scope } from "effect"
-import { acquirePool, MAX_PREPARED, statementName } from "../../src/platform/PgPool.ts"
+import { acquirePool, MAX_PREPARED, PLAN_EACH_TIME, statementName } from "../../src/platform/PgPool.ts"
 import { createDatabase } from "../support/app.ts"
 
 const real = process.env.TEST_DATABASE_URL !== undefined
@@ -18,6 +18,11 @@ describe("prepared statements", () => {
     expect(name).toMatch(/^aas_[A-Za-z0-9_-]{22}$/)
     expect(statementName(text)).toBe(name!)
     expect(MAX_PREPARED).toBeLessThanOrEqual(300)
+  })
+
+  test("a statement marked to be planned each time is never named, however often it runs", () => {
+    const text = `${PLAN_EACH_TIME}SELECT $1::int AS n -- ${Math.random()}`
+    for (let i = 0; i < 10; i++) expect(statementName(text)).toBeUndefined()
   })
 
   test.skipIf(!real)("a repeated query is prepared once on its connection and stays correct after a schema change", async () => {

@@ -166,7 +166,8 @@ describe("claim cost", () => {
       // backlog is slow in both
       const loaded = Math.min(await timeClaims(), await timeClaims())
       console.log(JSON.stringify({ claimMsBaseline: Math.round(baseline * 10) / 10, claimMsWithBacklog: Math.round(loaded * 10) / 10 }))
-      expect(loaded).toBeLessThan(baseline * 3 + 15)
+      // (a generic plan of the prepared claim read the whole backlog: ~7 ms against ~1 ms, issue 27 fix)
+      expect(loaded).toBeLessThan(baseline * 2 + 4)
       void hook
     } finally {
       await quiet.stop()

@@ -41,6 +41,11 @@ const LISTENING_PROBE = "listening"
 
 export interface ApiKeyService {
   readonly resolve: (apiKey: string) => Effect.Effect<Developer | undefined>
+  /**
+   * What `resolve` would answer without a query, when it can: a malformed key or one in the cache
+   * (the lean path's fiberless admission); undefined when only the database can tell.
+   */
+  readonly known: (apiKey: string) => { readonly developer: Developer | undefined } | undefined
   readonly forget: (developerId: string) => void
 }
 
@@ -52,11 +57,16 @@ export const ApiKeysLive = Layer.scoped(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const cache = new Map<string, { developer: Developer | undefined; until: number }>()
+    const NOT_A_KEY = { developer: undefined }
+    const known = (apiKey: string) => {
+      if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return NOT_A_KEY
+      const hit = cache.get(hashApiKey(apiKey))
+      return hit !== undefined && hit.until > Date.now() ? hit : undefined
+    }
     const resolve = (apiKey: string) => {
-      if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return Effect.succeed(undefined)
+      const hit = known(apiKey)
+      if (hit !== undefined) return Effect.succeed(hit.developer)
       const hash = hashApiKey(apiKey)
-      const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > Date.now()) return Effect.succeed(hit.developer)
       return sql<Developer>`SELECT id, name, email, mode, plan, fido_required, created_at FROM developers WHERE api_key_hash = ${hash}`.pipe(
         Effect.map((rows) => rows[0]),
         Effect.tap((developer) =>
@@ -92,7 +102,7 @@ export const ApiKeysLive = Layer.scoped(
         yield* Effect.raceFirst(Deferred.await(listening), realSleep(100))
       }
     }
-    return { resolve, forget }
+    return { resolve, known, forget }
   })
 )
 

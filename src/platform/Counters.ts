@@ -29,6 +29,8 @@ export class CounterStoreUnavailable extends Data.TaggedError("CounterStoreUnava
 
 export interface CounterStore {
   readonly hit: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Effect.Effect<HitResult, CounterStoreUnavailable>
+  /** the same call as a promise (rejected with CounterStoreUnavailable), for the lean path's fiberless admission */
+  readonly hitNow: (checks: ReadonlyArray<WindowCheck>, ttlMs: number) => Promise<HitResult>
   readonly ping: Effect.Effect<void, CounterStoreUnavailable>
   /** the same PING as a promise, for a probe that runs outside a fiber (the lean /health) */
   readonly pingNow: () => Promise<void>
@@ -109,6 +111,29 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
     if (entry !== undefined && entry.expiresAt <= Date.now()) quotas.delete(key)
     return entry !== undefined && entry.expiresAt > Date.now() ? entry : undefined
   }
+  const hitWindows = (checks: ReadonlyArray<WindowCheck>, ttlMs: number): HitResult => {
+    // Real time for expiry bookkeeping only; window keys already carry the (Clock) window start.
+    const now = Date.now()
+    if (now - lastSweep > 60_000) {
+      for (const [key, entry] of windows) if (entry.expiresAt <= now) windows.delete(key)
+      lastSweep = now
+    }
+    for (let i = 0; i < checks.length; i++) {
+      if (current(checks[i]!.key, now) >= checks[i]!.limit) {
+        return { rejectedBy: i, counts: checks.map((c) => current(c.key, now)) }
+      }
+    }
+    const counts = checks.map((c) => {
+      const entry = windows.get(c.key)
+      if (entry === undefined || entry.expiresAt <= now) {
+        windows.set(c.key, { count: 1, expiresAt: now + ttlMs })
+        return 1
+      }
+      entry.count++
+      return entry.count
+    })
+    return { rejectedBy: -1, counts }
+  }
   return {
     kind: "memory",
     prefix,
@@ -133,30 +158,8 @@ export const makeMemoryStore = (prefix = ""): CounterStore => {
         if (mode === "max" && entry !== undefined && entry.count >= value) return
         quotas.set(key, { count: value, expiresAt: Date.now() + ttlMs })
       }),
-    hit: (checks, ttlMs) =>
-      Effect.sync(() => {
-        // Real time for expiry bookkeeping only; window keys already carry the (Clock) window start.
-        const now = Date.now()
-        if (now - lastSweep > 60_000) {
-          for (const [key, entry] of windows) if (entry.expiresAt <= now) windows.delete(key)
-          lastSweep = now
-        }
-        for (let i = 0; i < checks.length; i++) {
-          if (current(checks[i]!.key, now) >= checks[i]!.limit) {
-            return { rejectedBy: i, counts: checks.map((c) => current(c.key, now)) }
-          }
-        }
-        const counts = checks.map((c) => {
-          const entry = windows.get(c.key)
-          if (entry === undefined || entry.expiresAt <= now) {
-            windows.set(c.key, { count: 1, expiresAt: now + ttlMs })
-            return 1
-          }
-          entry.count++
-          return entry.count
-        })
-        return { rejectedBy: -1, counts }
-      })
+    hit: (checks, ttlMs) => Effect.sync(() => hitWindows(checks, ttlMs)),
+    hitNow: (checks, ttlMs) => Promise.resolve(hitWindows(checks, ttlMs))
   }
 }
 
@@ -215,17 +218,31 @@ const makeRedisStore = (url: string, prefix: string) =>
       // One callback-style call resumed straight into the fiber: this is the hot path of every request.
       hit: (checks, ttlMs) =>
         Effect.async<HitResult, CounterStoreUnavailable>((resume) => {
-          const args: Array<string | number> = [checks.length]
-          for (const c of checks) args.push(c.key)
-          args.push(ttlMs)
-          for (const c of checks) args.push(c.limit)
-          ;(client as any).rateHit(...args, (error: unknown, out: Array<number>) => {
-            if (error) resume(Effect.fail(new CounterStoreUnavailable({ cause: error })))
-            else resume(Effect.succeed({ rejectedBy: Number(out[0]) - 1, counts: out.slice(1).map(Number) }))
-          })
+          rateHit(client, checks, ttlMs, (error, result) => resume(error ? Effect.fail(error) : Effect.succeed(result!)))
+        }),
+      hitNow: (checks, ttlMs) =>
+        new Promise<HitResult>((resolve, reject) => {
+          rateHit(client, checks, ttlMs, (error, result) => (error ? reject(error) : resolve(result!)))
         })
     }))
   )
+
+/** The rate-limit script's one call: every window checked and counted together. */
+const rateHit = (
+  client: Redis,
+  checks: ReadonlyArray<WindowCheck>,
+  ttlMs: number,
+  done: (error: CounterStoreUnavailable | undefined, result?: HitResult) => void
+) => {
+  const args: Array<string | number> = [checks.length]
+  for (const c of checks) args.push(c.key)
+  args.push(ttlMs)
+  for (const c of checks) args.push(c.limit)
+  ;(client as any).rateHit(...args, (error: unknown, out: Array<number>) => {
+    if (error) done(new CounterStoreUnavailable({ cause: error }))
+    else done(undefined, { rejectedBy: Number(out[0]) - 1, counts: out.slice(1).map(Number) })
+  })
+}
 
 /**
  * A database index the server does not have is refused at start (ioredis would keep retrying its

@@ -21,7 +21,8 @@ import type { BodyVerdict } from "./Body.ts"
 import { causeResponse, envelopeCauseResponse, errorResponse, newRequestId } from "./HttpEnvelope.ts"
 import { Log } from "./Log.ts"
 import { Metrics } from "./Metrics.ts"
-import { compileRoutes, makeAdmission, PeerAddress } from "./RateLimit.ts"
+import { makeAdmission, UNDECIDED } from "./Admission.ts"
+import { compileRoutes, PeerAddress } from "./RateLimit.ts"
 import { withCommonHeaders } from "./SecurityHeaders.ts"
 
 /** A declared error of the endpoint (an ApiError): its class carries the status. */
@@ -47,9 +48,15 @@ export interface LeanRoute {
   readonly readsRequest?: boolean
   /**
    * the handler's work (the capability's own function) for the caller as the gate found it (its
-   * developer, or its grant token's claims), the path params and the payload (or body text)
+   * developer, or its grant token's claims), the path params and the payload (or body text);
+   * for a route with `answer`, that answer
    */
-  readonly handle: (caller: GateState, params: Readonly<Record<string, string>>, payload: any) => Effect.Effect<unknown, DeclaredError>
+  readonly handle?: (caller: GateState, params: Readonly<Record<string, string>>, payload: any) => Effect.Effect<unknown, DeclaredError>
+  /**
+   * the same answer computed without effects, where the handler's work is only the caller's own
+   * record (GET /v1/me): with the gate's fiberless admission, such a request runs no fiber at all
+   */
+  readonly answer?: (caller: GateState) => unknown
 }
 
 /** the socket peer, asked only when a lean route is taken (Bun's requestIP is not free) */
@@ -82,7 +89,7 @@ const statusOf = (error: DeclaredError): number => {
  */
 export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<LeanRoute>, rt: Runtime.Runtime<never>, options: LeanRoutesOptions) =>
   Effect.gen(function*() {
-    const admit = yield* makeAdmission
+    const admission = yield* makeAdmission
     const metrics = yield* Metrics
     const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     // as the envelope does: log lines written while serving carry the request id, unless logging is off
@@ -103,7 +110,10 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
           const decodeJson = Schema.decodeUnknownOption(schema)
           return (text: string) => decodeJson(JSON.parse(text))
         })
-      return { lean, route, method, segments: lean.path.split("/"), decode, status: HttpApiSchema.getStatusSuccessAST(endpoint.successSchema.ast) }
+      const answer = lean.answer
+      const handle = lean.handle ?? (answer !== undefined ? (caller: GateState) => Effect.sync(() => answer(caller)) : undefined)
+      if (handle === undefined) throw new Error(`lean route ${method} ${lean.path}: neither handle nor answer`)
+      return { lean, handle, route, method, segments: lean.path.split("/"), decode, status: HttpApiSchema.getStatusSuccessAST(endpoint.successSchema.ast) }
     })
     type Entry = (typeof table)[number]
     const find = (method: string, path: string) => {
@@ -131,33 +141,34 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
       // the envelope's record of the request, as the gate fills it on the API path
       const state: GateState = { requestId, route: entry.route.path }
       const peer = peerOf()
-      const answer = Effect.gen(function*() {
-        const admitted = yield* Effect.exit(admit(entry.route, {
-          authorization: headers.get("authorization") ?? undefined,
-          forwardedFor: headers.get("x-forwarded-for") ?? undefined,
-          peer
-        }, state))
-        // a defect in the gate (the key's lookup with the database away) as the envelope answers it
-        if (Exit.isFailure(admitted)) return yield* envelopeCauseResponse(admitted.cause, requestId, path)
-        if (admitted.value !== undefined) return admitted.value
-        const result = yield* Effect.exit(entry.lean.handle(state, params, payload))
-        if (Exit.isSuccess(result)) return result.value
+      const input = { authorization: headers.get("authorization") ?? undefined, forwardedFor: headers.get("x-forwarded-for") ?? undefined, peer }
+      // (suspended: the handler reads the caller from `state`, which the admission fills)
+      const handled = Effect.flatMap(Effect.exit(Effect.suspend(() => entry.handle(state, params, payload))), (result) => {
+        if (Exit.isSuccess(result)) return Effect.succeed(result.value)
         const failure = Cause.failureOption(result.cause)
-        if (Option.isSome(failure)) {
-          const e = failure.value
-          return errorResponse(statusOf(e), e.code, e.message, requestId, undefined, e.details)
-        }
-        return yield* causeResponse(result.cause, requestId, path)
+        if (Option.isNone(failure)) return causeResponse(result.cause, requestId, path)
+        const e = failure.value
+        return Effect.succeed(errorResponse(statusOf(e), e.code, e.message, requestId, undefined, e.details))
       })
-      // what services read of the request on the API path (the policies' and anomaly rules' address
-      // and user agent) is in the fiber's context here too, for the routes whose services read it
-      let provided = answer
-      if (entry.lean.readsRequest === true) {
-        let context = Context.make(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(request))
-        if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
-        provided = Effect.provide(answer, context)
+      const admitted = Effect.flatMap(Effect.exit(admission.admit(entry.route, input, state)), (exit) =>
+        // a defect in the gate (the key's lookup with the database away) as the envelope answers it
+        Exit.isFailure(exit)
+          ? envelopeCauseResponse(exit.cause, requestId, path)
+          : exit.value !== undefined
+          ? Effect.succeed(exit.value)
+          : handled)
+      // the effect in the service's runtime: what services read of the request on the API path (the
+      // policies' and anomaly rules' address and user agent) in its context for the routes that read it
+      const runEffect = (effect: Effect.Effect<unknown>) => {
+        let provided = effect
+        if (entry.lean.readsRequest === true) {
+          let context = Context.make(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(request))
+          if (peer !== undefined) context = Context.add(context, PeerAddress, peer)
+          provided = Effect.provide(effect, context)
+        }
+        return run(annotate ? Effect.annotateLogs(provided, "requestId", requestId) : provided).then(finish)
       }
-      return run(annotate ? Effect.annotateLogs(provided, "requestId", requestId) : provided).then((exit) => {
+      const finish = (exit: Exit.Exit<unknown>) => {
         if (Exit.isSuccess(exit) && !HttpServerResponse.isServerResponse(exit.value)) {
           // the success: the handler's value is already the endpoint's wire shape (built by the
           // capability's view function), so it is written once, not re-encoded through the schema
@@ -180,6 +191,22 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
         if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
         recordRequest(metrics, log, entry.method, path, state, out.status, (performance.now() - started) / 1000)
         return withCommonHeaders(request, HttpServerResponse.toWeb(out))
+      }
+      // the commonest request (a key the cache knows) is admitted without a fiber; the rest through the effect
+      const decided = admission.admitNow(entry.route, input, state)
+      if (decided === undefined) return runEffect(admitted)
+      return decided.then((verdict): Response | Promise<Response> => {
+        if (verdict === UNDECIDED) return runEffect(admitted)
+        if (verdict !== undefined) return finish(Exit.succeed(verdict))
+        const answer = entry.lean.answer
+        if (answer === undefined) return runEffect(handled)
+        let value: Exit.Exit<unknown>
+        try {
+          value = Exit.succeed(answer(state))
+        } catch (defect) {
+          value = Exit.die(defect)
+        }
+        return finish(value)
       })
     }
 

@@ -47,7 +47,7 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
     const verifyToken = yield* makeVerifyToken
     const vault = yield* Vault
     const reads = yield* makeLeanRoutes(Api, [
-      { path: "/v1/me", handle: ({ developer }) => Effect.succeed(developerView(developer!)) },
+      { path: "/v1/me", answer: ({ developer }) => developerView(developer!) },
       { path: "/v1/consent-bundles/:id", handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
       { path: "/v1/consent-bundles/:id/revocation-status", handle: ({ developer }, { id }) => bundles.revocationStatus(developer!.id, id!) },
       // (verify and the exchange: the anomaly rules and the exchange's policies read the request)

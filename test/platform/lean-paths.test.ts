@@ -95,3 +95,25 @@ test.skipIf(!REDIS_SERVER)("Redis stopped: both paths answer 503 degraded, faili
     await redis!.start()
   }
 })
+
+test.skipIf(!REDIS_SERVER)("Redis stopped: a light read whose key is cached (admitted without a fiber) answers 503 RATE_LIMIT_UNAVAILABLE as the API does", async () => {
+  // (after the test above restarted Redis, the service's client reconnects within a second or so)
+  for (let i = 0; i < 50 && (await app.request("GET", "/health")).status !== 200; i++) await Bun.sleep(100)
+  const { apiKey } = await app.signup()
+  // the key is resolved and cached by a first request, so the lean path's fiberless admission takes the next
+  expect((await app.server.lean(new Request(`${app.url}/v1/me`, { headers: { authorization: `Bearer ${apiKey}` } }))!).status).toBe(200)
+  await redis!.stop()
+  try {
+    const ask = async (handler: (r: Request) => Promise<Response> | undefined) => {
+      const response = await handler(new Request(`${app.url}/v1/me`, { headers: { authorization: `Bearer ${apiKey}`, "x-request-id": "redis-cut-1" } }))!
+      const headers = [...response.headers.entries()].filter(([k]) => k !== "date").sort(([a], [b]) => a.localeCompare(b))
+      return { status: response.status, body: await response.text(), headers }
+    }
+    const lean = await ask(app.server.lean)
+    expect(lean.status).toBe(503)
+    expect(JSON.parse(lean.body)).toEqual({ code: "RATE_LIMIT_UNAVAILABLE", message: "Rate limiter unavailable; try again shortly", requestId: "redis-cut-1" })
+    expect(lean).toEqual(await ask(app.server.viaApi))
+  } finally {
+    await redis!.start()
+  }
+})

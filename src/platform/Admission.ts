@@ -281,11 +281,12 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       if (route === undefined) state.unmatched = true
       const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ??
         Option.getOrUndefined(request.remoteAddress)
-      const refusal = yield* admission.admit(route, {
-        authorization: request.headers["authorization"],
-        forwardedFor: request.headers["x-forwarded-for"],
-        peer
-      }, state)
+      const input = { authorization: request.headers["authorization"], forwardedFor: request.headers["x-forwarded-for"], peer }
+      // the fiberless form where it decides alone: one async step in this fiber instead of the Effect form's many
+      const decided = route === undefined ? undefined : admission.admitNow(route, input, state)
+      const refusal = decided === undefined
+        ? yield* admission.admit(route, input, state)
+        : yield* Effect.flatMap(Effect.promise(() => decided), (verdict) => verdict === UNDECIDED ? admission!.admit(route, input, state) : Effect.succeed(verdict))
       if (refusal !== undefined) return refusal
       if (gate !== undefined) return yield* app
       yield* HttpApp.appendPreResponseHandler((_request, response) =>

@@ -7,7 +7,8 @@
  * checks every window of the request in one round trip to the counter store. It then runs the
  * handler, or answers 429 / 503 without running it.
  *
- * Windows are fixed and aligned to the clock minute (Effect Clock, so TestClock drives them).
+ * Windows are fixed and aligned to the clock minute (Effect Clock, so TestClock drives them). This
+ * file declares and matches routes; the decision itself (and the gate middleware) is Admission.ts.
  */
 import { HttpApi, type HttpApiEndpoint, HttpApiMiddleware } from "@effect/platform"
 import { Context, Option } from "effect"

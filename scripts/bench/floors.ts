@@ -65,10 +65,11 @@ export const floorKit = async (server: Server) => {
     return { route: `${prefix}rl:route:${route}:${subject}:${windowStart}`, windowStart }
   }
   /** the gate of an API-key route: the developer, then its route window and budget in one call */
-  const apiKeyGate = async (request: Request, route: string, routeLimit: number, budget: "plan" | "revocationStatus" = "plan") => {
+  /** (the address as the service learns it, for the route's per-address window: the server's requestIP) */
+  const apiKeyGate = async (request: Request, route: string, routeLimit: number, budget: "plan" | "revocationStatus" = "plan", address = "127.0.0.1") => {
     const developer = await developerOf(request.headers.get("authorization"))
     if (developer === undefined) return undefined
-    const { route: routeKey, windowStart } = windowKeys(route, "addr:127.0.0.1")
+    const { route: routeKey, windowStart } = windowKeys(route, `addr:${address}`)
     const budgetLimit = budget === "revocationStatus" ? figures.revocationStatus
       : developer.plan === "enterprise" ? figures.planEnterprise : developer.plan === "pro" ? figures.planPro : figures.planFree
     const out = await hit([routeKey, `${prefix}rl:{${developer.id}}:${budget}:${windowStart}`], [scaled(routeLimit), scaled(budgetLimit)], 120_000)
@@ -86,7 +87,7 @@ export const floorKit = async (server: Server) => {
 export type FloorKit = Awaited<ReturnType<typeof floorKit>>
 
 /** A bare Bun.serve handler on a free loopback port. */
-export const serveFloor = (fetch: (request: Request) => Promise<Response>) => {
+export const serveFloor = (fetch: (request: Request, server: Bun.Server<undefined>) => Promise<Response>) => {
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch })
   return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) }
 }

@@ -48,15 +48,17 @@ export async function run() {
     return claims.exp > Date.now() / 1000 ? claims : undefined
   }
   const unauthorized = () => Response.json({ code: "UNAUTHORIZED" }, { status: 401 })
-  const floor = serveFloor(async (request) => {
+  const floor = serveFloor(async (request, srv) => {
+    // the route windows count per source address, as the service does (it asks the server too)
+    const address = srv.requestIP(request)?.address
     const path = new URL(request.url).pathname
     if (path === "/v1/me") {
-      const d = await kit.apiKeyGate(request, "GET /v1/me", server.config.rateLimits.routeDefault)
+      const d = await kit.apiKeyGate(request, "GET /v1/me", server.config.rateLimits.routeDefault, "plan", address)
       if (d === undefined) return unauthorized()
       return Response.json({ developerId: d.id, name: d.name, email: d.email, mode: d.mode, plan: d.plan, fidoRequired: d.fidoRequired, createdAt: new Date(d.createdAt).toISOString() })
     }
     if (path === "/v1/tokens/verify") {
-      const d = await kit.apiKeyGate(request, "POST /v1/tokens/verify", server.config.rateLimits.routeDefault)
+      const d = await kit.apiKeyGate(request, "POST /v1/tokens/verify", server.config.rateLimits.routeDefault, "plan", address)
       if (d === undefined) return unauthorized()
       const body = JSON.parse(await request.text())
       const claims = claimsOf(body.token)
@@ -67,7 +69,7 @@ export async function run() {
     }
     const id = path.split("/")[3]!
     if (path.endsWith("/revocation-status")) {
-      const d = await kit.apiKeyGate(request, "GET /v1/consent-bundles/:id/revocation-status", 100, "revocationStatus")
+      const d = await kit.apiKeyGate(request, "GET /v1/consent-bundles/:id/revocation-status", 100, "revocationStatus", address)
       if (d === undefined) return unauthorized()
       const { rows: [r] } = await pool.query(`
           SELECT b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
@@ -77,7 +79,7 @@ export async function run() {
       const revokedAt = r.revoked_at ?? (r.grant_status === "revoked" ? r.grant_revoked_at : null)
       return Response.json({ bundleId: id, status: revokedAt === null ? "active" : "revoked", revokedAt: revokedAt?.toISOString() ?? null })
     }
-    const d = await kit.apiKeyGate(request, "GET /v1/consent-bundles/:id", server.config.rateLimits.routeDefault)
+    const d = await kit.apiKeyGate(request, "GET /v1/consent-bundles/:id", server.config.rateLimits.routeDefault, "plan", address)
     if (d === undefined) return unauthorized()
     const { rows: [b] } = await pool.query(`SELECT ${BUNDLE_COLUMNS} FROM consent_bundles WHERE id = $1 AND developer_id = $2`, [id, d.id])
     if (b === undefined) return Response.json({ code: "BUNDLE_NOT_FOUND" }, { status: 404 })

@@ -67,8 +67,8 @@ export async function run() {
     // pool and verifier workers.
     const kit = await floorKit(server)
     const verifier = await server.run(Verifier)
-    const floor = serveFloor(async (request) => {
-      const developer = await kit.apiKeyGate(request, "POST /v1/audit/offline-sync", 20)
+    const floor = serveFloor(async (request, srv) => {
+      const developer = await kit.apiKeyGate(request, "POST /v1/audit/offline-sync", 20, "plan", srv.requestIP(request)?.address)
       if (developer === undefined) return Response.json({ code: "UNAUTHORIZED" }, { status: 401 })
       const parsed = Effect.runSync(Effect.either(parseBody(JSON.parse(await request.text()))))
       if (parsed._tag === "Left") return Response.json({ code: parsed.left.code }, { status: 400 })

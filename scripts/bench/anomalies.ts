@@ -21,7 +21,8 @@ import { newId } from "../../src/platform/Ids.ts"
 import { PeerAddress } from "../../src/platform/RateLimit.ts"
 import { row, startBenchServer } from "./support.ts"
 
-const SECONDS = Number(process.argv[2] ?? process.env.BENCH_SECONDS ?? 3)
+// (the argument only when run on its own: under run.ts, argv[2] is the bench's name)
+const SECONDS = Number((import.meta.main ? process.argv[2] : undefined) ?? process.env.BENCH_SECONDS ?? 3)
 type Server = Awaited<ReturnType<typeof startBenchServer>>
 
 

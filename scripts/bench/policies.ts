@@ -17,7 +17,8 @@ import { PolicyEngine } from "../../src/policies/Service.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { cpuCell, cpuStopwatch, type LoadResult, makeCpuTally, row, startBenchServer } from "./support.ts"
 
-const SECONDS = Number(process.argv[2] ?? process.env.BENCH_SECONDS ?? 3)
+// (the argument only when run on its own: under run.ts, argv[2] is the bench's name)
+const SECONDS = Number((import.meta.main ? process.argv[2] : undefined) ?? process.env.BENCH_SECONDS ?? 3)
 
 const cedarSet = (n: number) =>
   Array.from({ length: n }, (_, i) =>

@@ -2,6 +2,7 @@
 // Run: bun scripts/bench/access-log.ts <none|info> [path] > /dev/null   (figures on stderr)
 // (run on its own only: it exports no `run`, so `npm run bench` skips it instead of exiting with it)
 import { startTestApp } from "../../test/support/app.ts"
+import { cpuCell, makeCpuTally } from "./support.ts"
 
 const main = async () => {
   const level = process.argv[2] ?? "none"
@@ -10,13 +11,16 @@ const main = async () => {
   const hit = () => fetch(app.url + (process.argv[3] ?? "/v1/agents"), { headers: { authorization: `Bearer ${dev.apiKey}` } }).then((r) => r.text())
   for (let i = 0; i < 2000; i++) await hit()
   const rounds: Array<number> = []
+  const cpu = makeCpuTally()
   for (let r = 0; r < 5; r++) {
     const t = performance.now()
-    for (let i = 0; i < 40; i++) await Promise.all(Array.from({ length: 50 }, hit))
+    await cpu.during(async () => {
+      for (let i = 0; i < 40; i++) await Promise.all(Array.from({ length: 50 }, hit))
+    }, () => 2000)
     rounds.push(2000 / ((performance.now() - t) / 1000))
   }
   rounds.sort((a, b) => a - b)
-  process.stderr.write(`${level}: median ${rounds[2]!.toFixed(0)} req/s (rounds ${rounds.map((x) => x.toFixed(0)).join(", ")})\n`)
+  process.stderr.write(`${level}: median ${rounds[2]!.toFixed(0)} req/s (rounds ${rounds.map((x) => x.toFixed(0)).join(", ")}); CPU per request µs, event loop / machine ${cpuCell(cpu.perRequest())}\n`)
   await app.stop()
   process.exit(0)
 }

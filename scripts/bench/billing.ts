@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { Authorization } from "../../src/authorization/Service.ts"
 import { Entitlements } from "../../src/billing/Entitlements.ts"
 import { ApiKeys } from "../../src/platform/Auth.ts"
-import { postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, cpuStopwatch, makeCpuTally, postJson, row, startBenchServer } from "./support.ts"
 
 const ROUNDS = Number(process.env.BILLING_BENCH_ROUNDS ?? 3)
 const SECONDS = Number(process.env.BILLING_BENCH_SECONDS ?? 2)
@@ -47,9 +47,13 @@ export async function run() {
 
     // Side by side: every in-flight slot alternates a checked and an unchecked request, so both see
     // the same load at the same moment; the overhead is the difference of their mean latencies.
+    // (Their CPU can only be taken together: CPU per request of both kinds, interleaved.)
     const sideBySide = async (send: (dev: typeof checked) => Promise<boolean | "done">) => {
       const lat = { free: [] as Array<number>, enterprise: [] as Array<number> }
       let errors = 0
+      let sent = 0
+      const cpu = makeCpuTally()
+      const since = cpuStopwatch()
       for (let round = 0; round < ROUNDS; round++) {
         const until = performance.now() + SECONDS * 1000
         await Promise.all(Array.from({ length: 16 }, async (_, slot) => {
@@ -59,17 +63,19 @@ export async function run() {
             const t = performance.now()
             const ok = await send(dev).catch(() => false)
             if (ok === "done") break
+            sent++
             if (!ok) errors++
             else lat[dev.plan].push(performance.now() - t)
           }
         }))
       }
+      cpu.add(since(), sent)
       const mean = (xs: Array<number>) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
       const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
       return {
         checkedMeanMs: mean(lat.free), uncheckedMeanMs: mean(lat.enterprise),
         checkedP50Ms: median(lat.free), uncheckedP50Ms: median(lat.enterprise),
-        requests: lat.free.length + lat.enterprise.length, errors
+        requests: lat.free.length + lat.enterprise.length, errors, cpuMicros: cpu.perRequest()
       }
     }
     const authorizeResult = await sideBySide((dev) => authorizeOnce(dev).then((b) => typeof b.code === "string"))
@@ -104,6 +110,9 @@ export async function run() {
       const spent = { authorize: { free: 0, enterprise: 0 }, exchange: { free: 0, enterprise: 0 } }
       const codes = { free: [] as Array<string>, enterprise: [] as Array<string> }
       const n = 300
+      // CPU per call over each loop, both plans together (2n calls)
+      const cpu = { authorize: makeCpuTally(), exchange: makeCpuTally() }
+      let since = cpuStopwatch()
       for (let i = 0; i < n; i++) {
         for (const plan of (i % 2 === 0 ? ["free", "enterprise"] : ["enterprise", "free"]) as Array<"free" | "enterprise">) {
           const t = performance.now()
@@ -112,6 +121,8 @@ export async function run() {
           codes[plan].push(r.code!)
         }
       }
+      cpu.authorize.add(since(), 2 * n)
+      since = cpuStopwatch()
       for (let i = 0; i < n; i++) {
         for (const plan of (i % 2 === 0 ? ["free", "enterprise"] : ["enterprise", "free"]) as Array<"free" | "enterprise">) {
           const t = performance.now()
@@ -119,20 +130,25 @@ export async function run() {
           spent.exchange[plan] += performance.now() - t
         }
       }
+      cpu.exchange.add(since(), 2 * n)
       return {
-        authorize: { checkedUs: (spent.authorize.free * 1000) / n, uncheckedUs: (spent.authorize.enterprise * 1000) / n },
-        exchange: { checkedUs: (spent.exchange.free * 1000) / n, uncheckedUs: (spent.exchange.enterprise * 1000) / n }
+        authorize: { checkedUs: (spent.authorize.free * 1000) / n, uncheckedUs: (spent.authorize.enterprise * 1000) / n, cpuMicros: cpu.authorize.perRequest() },
+        exchange: { checkedUs: (spent.exchange.free * 1000) / n, uncheckedUs: (spent.exchange.enterprise * 1000) / n, cpuMicros: cpu.exchange.perRequest() }
       }
     }))
 
     // the check alone, in process: the free developer's authorization quota (store call included)
+    const admitCpu = makeCpuTally()
     const admitUs = await server.run(Effect.gen(function*() {
       const entitlements = yield* Entitlements
       const dev = { id: checked.developerId, plan: "free" as const }
       const n = 2_000
+      const since = cpuStopwatch()
       const started = performance.now()
       for (let i = 0; i < n; i++) yield* entitlements.admit(dev, "authorizations")
-      return ((performance.now() - started) * 1000) / n
+      const us = ((performance.now() - started) * 1000) / n
+      admitCpu.add(since(), n)
+      return us
     }))
 
     const out: Record<string, unknown> = { rounds: ROUNDS, secondsPerRound: SECONDS, admitMicroseconds: Number(admitUs.toFixed(1)) }
@@ -143,6 +159,7 @@ export async function run() {
       row(`${label} mean ms, quota checked (free)`, r.checkedMeanMs.toFixed(2), r.uncheckedMeanMs.toFixed(2),
         overhead <= 3 ? `PASS (adds ${overhead.toFixed(1)}%)` : `FAIL (adds ${overhead.toFixed(1)}%)`)
       row(`  p50 ms checked / unchecked; requests, errors`, `${r.checkedP50Ms.toFixed(2)} / ${r.uncheckedP50Ms.toFixed(2)}; ${r.requests}, ${r.errors}`)
+      row("  CPU per request µs (both plans, interleaved), event loop / machine", cpuCell(r.cpuMicros))
       out[op] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
     }
     for (const op of ["authorize", "exchange"] as const) {
@@ -150,12 +167,15 @@ export async function run() {
       const overhead = (100 * (r.checkedUs - r.uncheckedUs)) / r.uncheckedUs
       // informational: sequential timings on a shared machine swing by several per cent either way
       row(`${op} service, in process, one at a time: µs checked / unchecked`, `${r.checkedUs.toFixed(0)} / ${r.uncheckedUs.toFixed(0)}`, undefined, `(${overhead.toFixed(1)}%)`)
+      row("  CPU per call µs (both plans, alternating), event loop / machine", cpuCell(r.cpuMicros))
       out[`${op}InProcess`] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
     }
     const share = (100 * admitUs) / Math.min(inProcess.authorize.uncheckedUs, inProcess.exchange.uncheckedUs)
     row("entitlement check alone, as % of the cheaper unchecked service call", `${share.toFixed(2)}%`, "3%", share <= 3 ? "PASS" : "FAIL")
     out.checkSharePct = Number(share.toFixed(3))
     row("entitlement check alone, µs per call (in process)", admitUs.toFixed(1))
+    row("  CPU per check µs, event loop / machine", cpuCell(admitCpu.perRequest(), 1))
+    out.admitCpuMicros = admitCpu.perRequest()
     return out
   } finally {
     await server.stop()

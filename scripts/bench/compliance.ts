@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import pg from "pg"
 import { AuditChain, type AppendInput } from "../../src/platform/AuditChain.ts"
-import { row, startBenchServer } from "./support.ts"
+import { cpuCell, makeCpuTally, row, startBenchServer } from "./support.ts"
 
 const N = Number(process.env.COMPLIANCE_BENCH_ENTRIES ?? 200_000)
 
@@ -60,8 +60,10 @@ export async function run() {
     }
     const ndjsonUrl = `${server.url}/v1/compliance/export/audit?format=ndjson`
     await drain(ndjsonUrl, apiKey) // warm-up
-    const nd = await drain(ndjsonUrl, apiKey)
-    const csv = await drain(`${server.url}/v1/compliance/export/audit?format=csv`, apiKey)
+    // CPU per exported row, event loop (the service and this client) and machine (PostgreSQL too)
+    const cpu = { nd: makeCpuTally(), csv: makeCpuTally(), floor: makeCpuTally() }
+    const nd = await cpu.nd.during(() => drain(ndjsonUrl, apiKey), () => N)
+    const csv = await cpu.csv.during(() => drain(`${server.url}/v1/compliance/export/audit?format=csv`, apiKey), () => N)
     const ndRate = Math.round(N / nd.seconds)
     let floor: number | undefined
     if (!server.config.databaseUrl.startsWith("pglite://")) {
@@ -73,8 +75,7 @@ export async function run() {
             'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash)::text
           FROM audit_log WHERE developer_id = '${developerId.replace(/'/g, "''")}' AND seq <= ${N} ORDER BY seq) TO STDOUT`)
         const started = performance.now()
-        client.query(copy as any)
-        await copy.done
+        await cpu.floor.during(() => (client.query(copy as any), copy.done), () => copy.rows)
         floor = Math.round(copy.rows / ((performance.now() - started) / 1000))
       } finally {
         await client.end()
@@ -82,8 +83,13 @@ export async function run() {
     }
     row(`NDJSON audit export rows/s (${N} entries, ${(nd.bytes / 1048576).toFixed(0)} MB)`, ndRate,
       floor === undefined ? "n/a (embedded)" : `${floor} (COPY TO STDOUT)`, ndRate >= 50_000 ? "meets 50,000" : "below 50,000")
+    row("  CPU per exported row µs, event loop / machine", cpuCell(cpu.nd.perRequest(), 1), floor === undefined ? undefined : cpuCell(cpu.floor.perRequest(), 1))
     row("CSV audit export rows/s", Math.round(N / csv.seconds))
-    return { entries: N, ndjsonRowsPerSecond: ndRate, csvRowsPerSecond: Math.round(N / csv.seconds), copyFloorRowsPerSecond: floor ?? null }
+    row("  CPU per exported row µs, event loop / machine", cpuCell(cpu.csv.perRequest(), 1))
+    return {
+      entries: N, ndjsonRowsPerSecond: ndRate, csvRowsPerSecond: Math.round(N / csv.seconds), copyFloorRowsPerSecond: floor ?? null,
+      cpuMicrosPerRow: { ndjson: cpu.nd.perRequest(), csv: cpu.csv.perRequest(), ...(floor === undefined ? {} : { copyFloor: cpu.floor.perRequest() }) }
+    }
   } finally {
     await server.stop()
   }

@@ -6,7 +6,7 @@
  * - GET /v1/credentials/status/:listId against the service's HTTP floor, GET /v1/me (API-key
  *   authentication and the limiter, a constant body; target ≥ 70%), and the exempt constant JWKS.
  */
-import { load, postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, load, makeCpuTally, postJson, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
@@ -25,23 +25,29 @@ export async function run() {
       }
       return codes
     }
+    // `sent()`: the exchanges made (once the codes run out, the load's requests are not requests)
     const exchange = (codes: Array<string>, extra: Record<string, unknown>) => {
       let next = 0
-      return () => {
+      const send = () => {
         const code = codes[next++]
         if (code === undefined) return Promise.resolve(true)
         return fetch(`${server.url}/v1/token`, { method: "POST", headers, body: JSON.stringify({ code, agentId: agent.agentId, ...extra }) })
           .then(async (r) => (await r.arrayBuffer(), r.status === 201))
       }
+      return { send, sent: () => Math.min(next, codes.length) }
     }
     const seconds = 1.5
+    // CPU per request of every figure, event loop / machine, over all its rounds
+    const cpu = { plain: makeCpuTally(), vc: makeCpuTally(), floor: makeCpuTally(), jwks: makeCpuTally(), list: makeCpuTally() }
+    const exchangeRun = (tally: ReturnType<typeof makeCpuTally>, e: ReturnType<typeof exchange>) =>
+      tally.during(() => load(e.send, { seconds, warmupSeconds: 0 }), e.sent)
     const plainRuns = [], vcRuns = []
     let listUrl = ""
     for (let round = 0; round < 2; round++) {
       const plainCodes = await makeCodes(1200)
-      plainRuns.push(await load(exchange(plainCodes, {}), { seconds, warmupSeconds: 0 }))
+      plainRuns.push(await exchangeRun(cpu.plain, exchange(plainCodes, {})))
       const vcCodes = await makeCodes(1200)
-      vcRuns.push(await load(exchange(vcCodes, { credentialFormat: "vc-jwt" }), { seconds, warmupSeconds: 0 }))
+      vcRuns.push(await exchangeRun(cpu.vc, exchange(vcCodes, { credentialFormat: "vc-jwt" })))
       if (plainCodes.length - plainRuns[round]!.requests < 50 || vcCodes.length - vcRuns[round]!.requests < 50) console.log("  (codes ran out: raise makeCodes)")
     }
     const sample = await json("/v1/token", { code: (await makeCodes(1))[0], agentId: agent.agentId, credentialFormat: "vc-jwt" }, apiKey)
@@ -52,9 +58,9 @@ export async function run() {
       fetch(server.url + path, { headers: h }).then(async (r) => (await r.arrayBuffer(), r.ok))
     const floorRuns = [], jwksRuns = [], listRuns = []
     for (let round = 0; round < 2; round++) {
-      floorRuns.push(await load(get("/v1/me", { authorization: `Bearer ${apiKey}` }), { seconds: 2 }))
-      jwksRuns.push(await load(get("/.well-known/jwks.json"), { seconds: 2 }))
-      listRuns.push(await load(get(listPath), { seconds: 2 }))
+      floorRuns.push(await cpu.floor.load(get("/v1/me", { authorization: `Bearer ${apiKey}` }), { seconds: 2 }))
+      jwksRuns.push(await cpu.jwks.load(get("/.well-known/jwks.json"), { seconds: 2 }))
+      listRuns.push(await cpu.list.load(get(listPath), { seconds: 2 }))
     }
     const mean = (xs: Array<{ perSecond: number }>) => Math.round(xs.reduce((a, r) => a + r.perSecond, 0) / xs.length)
     const meanP = (xs: Array<{ p50Ms: number; p99Ms: number }>) =>
@@ -63,16 +69,25 @@ export async function run() {
     const floor = mean(floorRuns), jwks = mean(jwksRuns), list = mean(listRuns)
     const costRatio = plain / vc
     const errors = [...plainRuns, ...vcRuns, ...listRuns].reduce((a, r) => a + r.errors, 0)
+    const c = Object.fromEntries(Object.entries(cpu).map(([k, t]) => [k, t.perRequest()])) as Record<keyof typeof cpu, { main: number; machine: number }>
+    const cpuRow = (side: keyof typeof c, floorSide?: keyof typeof c) =>
+      row("  CPU per request µs, event loop / machine", cpuCell(c[side]), floorSide === undefined ? undefined : cpuCell(c[floorSide]))
     row("POST /v1/token (plain) req/s", plain)
     row("  p50 / p99 ms", meanP(plainRuns))
+    cpuRow("plain")
     row("POST /v1/token credentialFormat vc-jwt req/s", vc, plain, costRatio <= 1.5 ? `PASS (cost ${costRatio.toFixed(2)}× ≤ 1.5×)` : `FAIL (cost ${costRatio.toFixed(2)}×)`)
     row("  p50 / p99 ms", meanP(vcRuns))
+    cpuRow("vc", "plain")
     row("HTTP floor: GET /v1/me req/s", floor)
+    cpuRow("floor")
     row("GET /.well-known/jwks.json (exempt, constant) req/s", jwks)
+    cpuRow("jwks")
     row("GET /v1/credentials/status/:listId req/s", list, floor, list >= 0.7 * floor ? `PASS (${Math.round((100 * list) / floor)}% ≥ 70%)` : `FAIL (${Math.round((100 * list) / floor)}%)`)
     row("  p50 / p99 ms", meanP(listRuns))
+    cpuRow("list", "floor")
     row("  errors", errors)
     return {
+      cpuMicros: c,
       plainPerSecond: plain, vcJwtPerSecond: vc, costRatio: Number(costRatio.toFixed(2)),
       httpFloorPerSecond: floor, jwksPerSecond: jwks, statusListPerSecond: list,
       statusListPercentOfFloor: Math.round((100 * list) / floor), errors

@@ -14,7 +14,7 @@ import { canonicalInput, delimiterFault } from "../../src/offline/canonical.ts"
 import { judge, parseBody, STORE_ENTRIES_SQL } from "../../src/offline-sync/Service.ts"
 import { Verifier } from "../../src/offline-sync/Verifier.ts"
 import { floorKit, serveFloor } from "./floors.ts"
-import { cpuDuring, percentile, postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, cpuDuring, makeCpuTally, percentile, postJson, row, startBenchServer } from "./support.ts"
 
 const RUNS = 15
 // the service's statements, as its SQL client sends them
@@ -144,21 +144,23 @@ export async function run() {
 
     // 8 concurrent clients, 100-entry batches (the interface's default size), each client its own
     // bundle; batches are signed before the clock starts.
-    const clients = []
+    const clients: Array<Array<string>> = []
     for (let c = 0; c < 8; c++) {
       const { next } = await newBundle()
       clients.push(Array.from({ length: 40 }, () => next(100)))
     }
     let entries = 0
+    const concurrentCpu = makeCpuTally()
     const started = performance.now()
-    await Promise.all(clients.map(async (bodies) => {
+    await concurrentCpu.during(() => Promise.all(clients.map(async (bodies) => {
       for (const body of bodies) {
         const res = await post(server.url, body)
         entries += res.body.accepted
       }
-    }))
+    })), () => entries)
     const perSecond = Math.round(entries / ((performance.now() - started) / 1000))
     row("offline sync entries/s, 8 concurrent clients × 100", perSecond)
+    row("  CPU per entry µs, event loop / machine", cpuCell(concurrentCpu.perRequest()))
     return {
       p50Ms: Number(svc.p50.toFixed(1)),
       p99Ms: Number(svc.p99.toFixed(1)),
@@ -171,7 +173,8 @@ export async function run() {
       machineMsPerSync: Number(svc.machine.toFixed(1)),
       floorMainThreadMsPerSync: Number(flr.main.toFixed(1)),
       floorMachineMsPerSync: Number(flr.machine.toFixed(1)),
-      entriesPerSecond8Clients: perSecond
+      entriesPerSecond8Clients: perSecond,
+      cpuMicrosPerEntry8Clients: concurrentCpu.perRequest()
     }
   } finally {
     await server.stop()

@@ -15,9 +15,10 @@ import { randomBytes } from "node:crypto"
 import { Grants } from "../../src/grants/Service.ts"
 import { PolicyEngine } from "../../src/policies/Service.ts"
 import { newId } from "../../src/platform/Ids.ts"
-import { load, type LoadResult, row, startBenchServer } from "./support.ts"
+import { cpuCell, cpuStopwatch, type LoadResult, makeCpuTally, row, startBenchServer } from "./support.ts"
 
-const SECONDS = Number(process.argv[2] ?? process.env.BENCH_SECONDS ?? 3)
+// (the argument only when run on its own: under run.ts, argv[2] is the bench's name)
+const SECONDS = Number((import.meta.main ? process.argv[2] : undefined) ?? process.env.BENCH_SECONDS ?? 3)
 
 const cedarSet = (n: number) =>
   Array.from({ length: n }, (_, i) =>
@@ -70,25 +71,37 @@ export async function run(): Promise<Record<string, unknown>> {
     }
     // the decision alone, in process (less at the mercy of a busy machine than the HTTP figures)
     // `fresh`: every request asks for a scope never seen, so cedar's remembered decisions never answer
+    // (and its CPU per decision, event loop / machine, over the same timed loop)
     const perDecisionUs = async (d: { developerId: string; agentId: string }, fresh = false) => {
       const count = 2000
-      return server.run(Effect.gen(function*() {
+      const cpu = makeCpuTally()
+      const us = await server.run(Effect.gen(function*() {
         const engine = yield* PolicyEngine
         let n = 0
         const subject = () => ({ developerId: d.developerId, agentId: d.agentId, principalId: "user_1", scopes: fresh ? [`email:read:${n++}`] : ["email:read"] })
         for (let i = 0; i < 200; i++) yield* engine.explain("authorize", subject(), {})
+        const since = cpuStopwatch()
         const started = performance.now()
         for (let i = 0; i < count; i++) yield* engine.explain("authorize", subject(), {})
-        return Number((((performance.now() - started) / count) * 1000).toFixed(1))
+        const us = Number((((performance.now() - started) / count) * 1000).toFixed(1))
+        cpu.add(since(), count)
+        return us
       }))
+      return { us, cpu: cpu.perRequest() }
     }
-    row("decision in process, no policies: µs", await perDecisionUs(plain))
-    row("decision in process, 50 rules + 100 Cedar: µs", await perDecisionUs(governed))
-    row("same, cedar's decision never remembered: µs", await perDecisionUs(governed, true))
+    const decisions = { plain: await perDecisionUs(plain), governed: await perDecisionUs(governed), fresh: await perDecisionUs(governed, true) }
+    row("decision in process, no policies: µs", decisions.plain.us)
+    row("  CPU per decision µs, event loop / machine", cpuCell(decisions.plain.cpu))
+    row("decision in process, 50 rules + 100 Cedar: µs", decisions.governed.us)
+    row("  CPU per decision µs, event loop / machine", cpuCell(decisions.governed.cpu), cpuCell(decisions.plain.cpu))
+    row("same, cedar's decision never remembered: µs", decisions.fresh.us)
+    row("  CPU per decision µs, event loop / machine", cpuCell(decisions.fresh.cpu), cpuCell(decisions.plain.cpu))
     const rounds: Record<string, Array<LoadResult>> = { plain: [], governed: [] }
+    // CPU per request over every round (the rows above take the best round)
+    const authorizeCpu = { plain: makeCpuTally(), governed: makeCpuTally() }
     for (let round = 0; round < 3; round++) {
-      rounds.plain!.push(await load(authorize(plain), { seconds: SECONDS, concurrency: 16 }))
-      rounds.governed!.push(await load(authorize(governed), { seconds: SECONDS, concurrency: 16 }))
+      rounds.plain!.push(await authorizeCpu.plain.load(authorize(plain), { seconds: SECONDS, concurrency: 16 }))
+      rounds.governed!.push(await authorizeCpu.governed.load(authorize(governed), { seconds: SECONDS, concurrency: 16 }))
     }
     const median = (xs: Array<LoadResult>, k: "p50Ms" | "perSecond") => xs.map((x) => x[k]).sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
     const best = (xs: Array<LoadResult>, k: "p50Ms" | "perSecond") => k === "p50Ms" ? Math.min(...xs.map((x) => x[k])) : Math.max(...xs.map((x) => x[k]))
@@ -98,6 +111,8 @@ export async function run(): Promise<Record<string, unknown>> {
     row("authorize, 50 rules + 100 Cedar: p50 ms", governedP50, `≤ ${(plainP50 * 1.3).toFixed(2)}`, ratio <= 1.3 ? "ok" : "over")
     row("authorize, no policies: req/s", best(rounds.plain!, "perSecond"))
     row("authorize, 50 rules + 100 Cedar: req/s", best(rounds.governed!, "perSecond"))
+    row("authorize, no policies: CPU per request µs, event loop / machine", cpuCell(authorizeCpu.plain.perRequest()))
+    row("authorize, 50 rules + 100 Cedar: CPU per request µs, event loop / machine", cpuCell(authorizeCpu.governed.perRequest()), cpuCell(authorizeCpu.plain.perRequest()))
     const errors = [...rounds.plain!, ...rounds.governed!].reduce((a, r) => a + r.errors, 0)
     if (errors > 0) row("authorize errors (should be 0)", errors)
     void median
@@ -137,8 +152,9 @@ export async function run(): Promise<Record<string, unknown>> {
       exchange: await exchanger("vault-exchange", "exchange")
     }
     const vault: Record<string, Array<LoadResult>> = { none: [], other: [], exchange: [] }
+    const vaultCpu = { none: makeCpuTally(), other: makeCpuTally(), exchange: makeCpuTally() }
     for (let round = 0; round < 3; round++) {
-      for (const k of ["none", "other", "exchange"] as const) vault[k]!.push(await load(sends[k], { seconds: SECONDS, concurrency: 16 }))
+      for (const k of ["none", "other", "exchange"] as const) vault[k]!.push(await vaultCpu[k].load(sends[k], { seconds: SECONDS, concurrency: 16 }))
     }
     row("exchange, no policies (today's path): req/s", best(vault.none!, "perSecond"))
     row("exchange, policies not naming it: req/s", best(vault.other!, "perSecond"))
@@ -146,7 +162,17 @@ export async function run(): Promise<Record<string, unknown>> {
     row("exchange, no policies: p50 ms", best(vault.none!, "p50Ms"))
     row("exchange, policies not naming it: p50 ms", best(vault.other!, "p50Ms"))
     row("exchange, an exchange policy: p50 ms", best(vault.exchange!, "p50Ms"))
-    return { authorize: rounds, ratio, vault }
+    // floor column: the path without policies
+    const none = cpuCell(vaultCpu.none.perRequest())
+    row("exchange, no policies: CPU per request µs, event loop / machine", none)
+    row("exchange, policies not naming it: CPU per request µs, event loop / machine", cpuCell(vaultCpu.other.perRequest()), none)
+    row("exchange, an exchange policy: CPU per request µs, event loop / machine", cpuCell(vaultCpu.exchange.perRequest()), none)
+    const cpuMicros = {
+      decision: { plain: decisions.plain.cpu, governed: decisions.governed.cpu, fresh: decisions.fresh.cpu },
+      authorize: { plain: authorizeCpu.plain.perRequest(), governed: authorizeCpu.governed.perRequest() },
+      vault: { none: vaultCpu.none.perRequest(), other: vaultCpu.other.perRequest(), exchange: vaultCpu.exchange.perRequest() }
+    }
+    return { authorize: rounds, ratio, vault, cpuMicros }
   } finally {
     await server.stop()
   }

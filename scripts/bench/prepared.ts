@@ -7,7 +7,7 @@
  */
 import { readFileSync } from "node:fs"
 import { PgPool } from "../../src/platform/PgPool.ts"
-import { load, postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, load, makeCpuTally, postJson, row, startBenchServer } from "./support.ts"
 
 const backendTicks = (pids: ReadonlyArray<number>) => {
   let ticks = 0
@@ -40,14 +40,14 @@ export async function run() {
     // the pool's connections, by backend pid (each service has its own database)
     const pool = await server.run(PgPool)
     const { rows } = await pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'agent-auth'")
-    return { server, send, pids: rows.map((r) => Number(r.pid)), ticks: 0, requests: 0, perSecond: [] as Array<number> }
+    return { server, send, pids: rows.map((r) => Number(r.pid)), ticks: 0, requests: 0, perSecond: [] as Array<number>, cpu: makeCpuTally() }
   }
   const sides = { unnamed: await start(false), prepared: await start(true) }
   try {
     for (let i = 0; i < 3; i++) {
       for (const side of [sides.unnamed, sides.prepared]) {
         const t0 = backendTicks(side.pids)
-        const r = await load(side.send, { seconds: 1.5, warmupSeconds: 0 })
+        const r = await side.cpu.during(() => load(side.send, { seconds: 1.5, warmupSeconds: 0 }), (x) => x.requests)
         side.ticks += backendTicks(side.pids) - t0
         side.requests += r.requests
         side.perSecond.push(r.perSecond)
@@ -62,7 +62,9 @@ export async function run() {
   const rate = (s: typeof sides.unnamed) => Math.round(s.perSecond.reduce((a, b) => a + b, 0) / s.perSecond.length)
   row("PostgreSQL CPU per revocation-status request µs, prepared", micros(sides.prepared), micros(sides.unnamed), "floor column: unnamed statements (before)")
   row("  revocation status req/s, prepared", rate(sides.prepared), rate(sides.unnamed))
+  row("  CPU per request µs, event loop / machine, prepared", cpuCell(sides.prepared.cpu.perRequest()), cpuCell(sides.unnamed.cpu.perRequest()))
   return {
+    cpuMicrosPrepared: sides.prepared.cpu.perRequest(), cpuMicrosUnnamed: sides.unnamed.cpu.perRequest(),
     postgresMicrosPrepared: micros(sides.prepared), postgresMicrosUnnamed: micros(sides.unnamed),
     perSecondPrepared: rate(sides.prepared), perSecondUnnamed: rate(sides.unnamed)
   }

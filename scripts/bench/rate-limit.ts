@@ -6,7 +6,7 @@
  */
 import Redis from "ioredis"
 import { Counters } from "../../src/platform/Counters.ts"
-import { load, type LoadResult, makeCpuTally, row, startBenchServer } from "./support.ts"
+import { cpuCell, load, type LoadResult, makeCpuTally, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const results: Record<string, unknown> = {}
@@ -48,10 +48,11 @@ export async function run() {
   const cost = 1 - on.perSecond / off.perSecond
   row("GET /v1/me req/s, limiter on", on.perSecond, off.perSecond, cost < 0.1 ? "PASS (<10% cost)" : `FAIL (${(cost * 100).toFixed(1)}% cost)`)
   row("  p50 / p99 ms (on)", `${on.p50Ms} / ${on.p99Ms}`, `${off.p50Ms} / ${off.p99Ms}`)
-  // What the gate adds per request, next to the 10% budget of a request without it: the part on the
-  // event loop and the part anywhere on the machine (Redis, the kernel's loopback, the client).
   const cpuOn = tally.on.perRequest()
   const cpuOff = tally.off.perRequest()
+  row("  CPU per request µs, event loop / machine (on)", cpuCell(cpuOn), cpuCell(cpuOff))
+  // What the gate adds per request, next to the 10% budget of a request without it: the part on the
+  // event loop and the part anywhere on the machine (Redis, the kernel's loopback, the client).
   if (Number.isFinite(cpuOn.main)) {
     row("  gate CPU per request on the event loop µs", `+${Math.round(cpuOn.main - cpuOff.main)}`, `${Math.round(cpuOff.main / 10)} (10% of ${Math.round(cpuOff.main)})`)
     row("  gate CPU per request on the machine µs", `+${Math.round(cpuOn.machine - cpuOff.machine)}`, `${Math.round(cpuOff.machine / 10)} (10% of ${Math.round(cpuOff.machine)})`)
@@ -111,6 +112,7 @@ export async function run() {
       // issue 27, target 5: the gate's event-loop CPU beyond the one round trip it cannot avoid
       const roundTrip = Math.round(called.perRequest().main - plain.perRequest().main)
       row("diagnostic: bare handler req/s with one Redis call", b, a, `one round trip = ${roundTrip} µs of event-loop CPU (bare handler)`)
+      row("  CPU per request µs, event loop / machine (with the call)", cpuCell(called.perRequest()), cpuCell(plain.perRequest()))
       if (results.gateMainThreadMicros !== undefined) {
         const beyond = (results.gateMainThreadMicros as number) - roundTrip
         row("gate CPU per request beyond its one round trip µs", beyond, 25, beyond <= 25 ? "PASS (≤ 25 µs)" : "FAIL (> 25 µs)")

@@ -11,7 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { compileFilter } from "../../src/directory/Filter.ts"
 import { USER_ATTRIBUTES } from "../../src/directory/Resources.ts"
-import { load, postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, makeCpuTally, postJson, row, startBenchServer } from "./support.ts"
 
 const USERS = Number(process.env.SCIM_BENCH_USERS ?? 100_000)
 const RESYNC = Number(process.env.SCIM_BENCH_RESYNC ?? 10_000)
@@ -30,20 +30,21 @@ const batch = async (from: number, to: number, send: (i: number) => Promise<bool
 
 /**
  * Each kind in ROUNDS slices, the kinds taking turns, so load from others on the shared machine
- * falls on all of them alike; requests per second over each kind's own time.
+ * falls on all of them alike; requests per second over each kind's own time, and its CPU per request.
  */
 const ROUNDS = 4
 const interleaved = async (count: number, kinds: ReadonlyArray<(i: number) => Promise<boolean>>) => {
-  const totals = kinds.map(() => ({ seconds: 0, errors: 0 }))
+  const totals = kinds.map(() => ({ seconds: 0, errors: 0, cpu: makeCpuTally() }))
   const slice = Math.ceil(count / ROUNDS)
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, send] of kinds.entries()) {
-      const result = await batch(r * slice, Math.min(count, (r + 1) * slice), send)
+      const from = r * slice, to = Math.min(count, (r + 1) * slice)
+      const result = await totals[k]!.cpu.during(() => batch(from, to, send), () => Math.max(0, to - from))
       totals[k]!.seconds += result.seconds
       totals[k]!.errors += result.errors
     }
   }
-  return totals.map((t) => ({ perSecond: Math.round(count / t.seconds), errors: t.errors }))
+  return totals.map((t) => ({ perSecond: Math.round(count / t.seconds), errors: t.errors, cpu: t.cpu.perRequest() }))
 }
 
 export async function run() {
@@ -86,9 +87,10 @@ export async function run() {
     }
 
     const floorRuns = [], filterRuns = []
+    const cpu = { floor: makeCpuTally(), filter: makeCpuTally() }
     for (let i = 0; i < 2; i++) {
-      floorRuns.push(await load(byId, { seconds: 2, concurrency: CONCURRENCY }))
-      filterRuns.push(await load(byFilter, { seconds: 2, concurrency: CONCURRENCY }))
+      floorRuns.push(await cpu.floor.load(byId, { seconds: 2, concurrency: CONCURRENCY }))
+      filterRuns.push(await cpu.filter.load(byFilter, { seconds: 2, concurrency: CONCURRENCY }))
     }
     const mean = (xs: Array<number>) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length)
     const floor = mean(floorRuns.map((r) => r.perSecond))
@@ -96,6 +98,7 @@ export async function run() {
     row("floor: GET /scim/v2/Users/:id req/s", floor)
     row(`GET /scim/v2/Users?filter=userName eq over ${USERS} users req/s`, filtered, floor, `${Math.round((100 * filtered) / floor)}% of the keyed lookup`)
     row("  p50 ms (filter / keyed)", `${filterRuns[1]!.p50Ms} / ${floorRuns[1]!.p50Ms}`)
+    row("  CPU per request µs, event loop / machine", cpuCell(cpu.filter.perRequest()), cpuCell(cpu.floor.perRequest()))
     row("  errors", filterRuns.reduce((a, r) => a + r.errors, 0) + floorRuns.reduce((a, r) => a + r.errors, 0))
 
     // re-sync: PUT every user with a change, then again unchanged; POST /v1/agents as many times
@@ -123,17 +126,20 @@ export async function run() {
         body: JSON.stringify({ name: `agent ${i}`, scopes: ["email:read"] })
       }).then(async (r) => r.status === 201 && (await r.arrayBuffer(), true))
     // per slice: agents, the PUTs that change each user, then the same PUTs again (now unchanged)
-    const [agentRun, changed, unchanged] = await interleaved(n, [agents, put("v2"), put("v2")]) as [
-      { perSecond: number; errors: number }, { perSecond: number; errors: number }, { perSecond: number; errors: number }]
+    type Run = Awaited<ReturnType<typeof interleaved>>[number]
+    const [agentRun, changed, unchanged] = await interleaved(n, [agents, put("v2"), put("v2")]) as [Run, Run, Run]
     row(`floor: ${n} POST /v1/agents req/s`, agentRun.perSecond)
     row(`re-sync of ${n} users by PUT, each changed, req/s`, changed.perSecond, agentRun.perSecond,
       `${Math.round((100 * changed.perSecond) / agentRun.perSecond)}% (target ≥ 50%)`)
+    row("  CPU per request µs, event loop / machine", cpuCell(changed.cpu), cpuCell(agentRun.cpu))
     row(`re-sync of ${n} users by PUT, unchanged, req/s`, unchanged.perSecond, agentRun.perSecond,
       `${Math.round((100 * unchanged.perSecond) / agentRun.perSecond)}%`)
+    row("  CPU per request µs, event loop / machine", cpuCell(unchanged.cpu), cpuCell(agentRun.cpu))
     row("  errors (agents / changed / unchanged)", `${agentRun.errors} / ${changed.errors} / ${unchanged.errors}`)
     return {
       users: USERS, filterPerSecond: filtered, keyedPerSecond: floor, percentOfKeyed: Math.round((100 * filtered) / floor),
-      resync: n, agentsPerSecond: agentRun.perSecond, putChangedPerSecond: changed.perSecond, putUnchangedPerSecond: unchanged.perSecond
+      resync: n, agentsPerSecond: agentRun.perSecond, putChangedPerSecond: changed.perSecond, putUnchangedPerSecond: unchanged.perSecond,
+      cpuMicrosPerRequest: { filter: cpu.filter.perRequest(), keyed: cpu.floor.perRequest(), agents: agentRun.cpu, putChanged: changed.cpu, putUnchanged: unchanged.cpu }
     }
   } finally {
     await server.stop()

@@ -67,6 +67,12 @@ export interface LoadResult {
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 
+/** `concurrency` calls of `send` at a time, batch after batch, for `seconds` (load's warm-up). */
+const warmUp = async (send: () => Promise<boolean>, concurrency: number, seconds: number) => {
+  const until = performance.now() + seconds * 1000
+  while (performance.now() < until) await Promise.all(Array.from({ length: concurrency }, send))
+}
+
 /** Runs `send` with `concurrency` requests in flight for `seconds`; `send` resolves to ok or not. */
 export const load = async (
   send: () => Promise<boolean>,
@@ -74,8 +80,7 @@ export const load = async (
 ): Promise<LoadResult> => {
   const seconds = options.seconds ?? 4
   const concurrency = options.concurrency ?? 16
-  const warmupUntil = performance.now() + (options.warmupSeconds ?? 0.5) * 1000
-  while (performance.now() < warmupUntil) await Promise.all(Array.from({ length: concurrency }, send))
+  await warmUp(send, concurrency, options.warmupSeconds ?? 0.5)
   const latencies: Array<number> = []
   let errors = 0
   const started = performance.now()
@@ -102,7 +107,10 @@ export const load = async (
 }
 
 /** Times a synchronous or async operation repeated for `seconds`; operations per second. */
-export const opsPerSecond = async (op: () => unknown, seconds = 2): Promise<number> => {
+export const opsPerSecond = async (op: () => unknown, seconds = 2): Promise<number> => (await timedOps(op, seconds)).perSecond
+
+/** The same, with the number of operations made (for CPU per operation). */
+export const timedOps = async (op: () => unknown, seconds = 2): Promise<{ perSecond: number; ops: number }> => {
   const until = performance.now() + seconds * 1000
   let n = 0
   const started = performance.now()
@@ -110,7 +118,7 @@ export const opsPerSecond = async (op: () => unknown, seconds = 2): Promise<numb
     await op()
     n++
   }
-  return Math.round(n / ((performance.now() - started) / 1000))
+  return { perSecond: Math.round(n / ((performance.now() - started) / 1000)), ops: n }
 }
 
 /** Every row printed in this process, for the closing table of `npm run bench`. */
@@ -131,7 +139,17 @@ export const row = (name: string, value: string | number, floor?: string | numbe
  * counted too, so these are upper bounds of what the work itself needs.)
  */
 export const cpuDuring = async <A>(work: () => Promise<A>): Promise<{ result: A; machineMs?: number; mainThreadMs?: number }> => {
-  if (!existsSync("/proc/stat")) return { result: await work() }
+  const since = cpuStopwatch()
+  const result = await work()
+  return { result, ...since() }
+}
+
+/**
+ * The counters behind `cpuDuring` read now; the function answers the CPU ms spent since (both
+ * undefined where /proc is not there). Synchronous, for work timed inside an Effect.
+ */
+export const cpuStopwatch = (): (() => { machineMs?: number; mainThreadMs?: number }) => {
+  if (!existsSync("/proc/stat")) return () => ({})
   const ticksPerMs = 100 / 1000 // USER_HZ
   const machine = () => {
     const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
@@ -142,28 +160,47 @@ export const cpuDuring = async <A>(work: () => Promise<A>): Promise<{ result: A;
     return Number(f[11]) + Number(f[12]) // utime + stime
   }
   const m0 = machine(), t0 = mainThread()
-  const result = await work()
-  return { result, machineMs: (machine() - m0) / ticksPerMs, mainThreadMs: (mainThread() - t0) / ticksPerMs }
+  return () => ({ machineMs: (machine() - m0) / ticksPerMs, mainThreadMs: (mainThread() - t0) / ticksPerMs })
 }
 
 /**
  * A load run timed for its CPU: each `measure` runs `send` for `seconds` after a short warm-up and
  * adds its CPU time and requests to the tally; `perRequest` answers µs per request, on the main
- * thread and on the whole machine (NaN where /proc is not there).
+ * thread and on the whole machine (NaN where /proc is not there). `load` and `during` tally work
+ * as a benchmark already runs it: `load` exactly as `load` (its warm-up not tallied), `during` any
+ * work, counted in the units it names (requests, rows, operations), so `perRequest` is per unit.
  */
 export const makeCpuTally = () => {
   let main = 0
   let machine = 0
   let requests = 0
+  const during = async <A>(work: () => Promise<A>, units: (result: A) => number): Promise<A> => {
+    const { result, machineMs, mainThreadMs } = await cpuDuring(work)
+    main += mainThreadMs ?? NaN
+    machine += machineMs ?? NaN
+    requests += units(result)
+    return result
+  }
   return {
     measure: async (send: () => Promise<boolean>, seconds: number): Promise<LoadResult> => {
       await load(send, { seconds: 0.2, concurrency: 16, warmupSeconds: 0 })
-      const { result, machineMs, mainThreadMs } = await cpuDuring(() => load(send, { seconds, concurrency: 16, warmupSeconds: 0 }))
-      main += mainThreadMs ?? NaN
-      machine += machineMs ?? NaN
-      requests += result.requests
-      return result
+      return during(() => load(send, { seconds, concurrency: 16, warmupSeconds: 0 }), (r) => r.requests)
+    },
+    load: async (send: () => Promise<boolean>, options: { seconds?: number; concurrency?: number; warmupSeconds?: number } = {}): Promise<LoadResult> => {
+      await warmUp(send, options.concurrency ?? 16, options.warmupSeconds ?? 0.5)
+      return during(() => load(send, { ...options, warmupSeconds: 0 }), (r) => r.requests)
+    },
+    during,
+    /** CPU ms spent outside `during` (timed by a `cpuStopwatch`), for `units` more */
+    add: (spent: { machineMs?: number; mainThreadMs?: number }, units: number) => {
+      main += spent.mainThreadMs ?? NaN
+      machine += spent.machineMs ?? NaN
+      requests += units
     },
     perRequest: () => ({ main: (main * 1000) / requests, machine: (machine * 1000) / requests })
   }
 }
+
+/** A tally's CPU per unit as the rows print it: "event loop / machine" µs, or n/a without /proc. */
+export const cpuCell = (perUnit: { readonly main: number; readonly machine: number }, digits = 0) =>
+  Number.isFinite(perUnit.main) && Number.isFinite(perUnit.machine) ? `${perUnit.main.toFixed(digits)} / ${perUnit.machine.toFixed(digits)}` : "n/a"

@@ -9,7 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Events } from "../../src/platform/Events.ts"
 import { deliverDue } from "../../src/webhooks/Worker.ts"
-import { percentile, row, startBenchServer } from "./support.ts"
+import { cpuCell, cpuDuring, cpuStopwatch, makeCpuTally, percentile, row, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
@@ -22,8 +22,9 @@ export async function run() {
       headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
       body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hook`, events: ["grant.created"] })
     })
-    // emit cost: one small transaction with and without the event
-    const time = async (withEvent: boolean) => {
+    // emit cost: one small transaction with and without the event (and the CPU of the 300)
+    const cpu = { without: makeCpuTally(), with: makeCpuTally(), drain: makeCpuTally() }
+    const time = (withEvent: boolean) => cpu[withEvent ? "with" : "without"].during(async () => {
       const samples: Array<number> = []
       for (let i = 0; i < 300; i++) {
         const t = performance.now()
@@ -34,23 +35,32 @@ export async function run() {
         samples.push(performance.now() - t)
       }
       return percentile(samples.sort((a, b) => a - b), 50)
-    }
+    }, () => 300)
     const without = await time(false)
     const withEmit = await time(true)
     row("transaction p50 ms without / with Events.emit", `${without.toFixed(2)} / ${withEmit.toFixed(2)}`)
     row("emit cost added to the request, ms (p50)", (withEmit - without).toFixed(2))
+    row("  CPU per transaction with Events.emit µs, event loop / machine", cpuCell(cpu.with.perRequest()), cpuCell(cpu.without.perRequest()))
     // deliver the backlog (300 events) and then 2000 more, draining with the worker's own round
     for (let i = 0; i < 2000; i++) await server.run(Effect.flatMap(Events, (e) => e.emit(developerId, "grant.created", { grantId: `x${i}` })))
     const started = performance.now()
-    for (;;) {
-      const round = await server.run(deliverDue)
-      if (round.claimed === 0) break
-    }
+    await cpu.drain.during(async () => {
+      for (;;) {
+        const round = await server.run(deliverDue)
+        if (round.claimed === 0) break
+      }
+    }, () => received)
     const seconds = (performance.now() - started) / 1000
     const perSecond = Math.round(received / seconds)
     row("webhook deliveries/s to a local receiver (backlog drained by rounds)", perSecond)
+    // the receiver answers in this process: its work is on the event loop too
+    row("  CPU per delivery µs (receiver included), event loop / machine", cpuCell(cpu.drain.perRequest()))
     const endToEnd = await throughRunningFiber()
-    return { emitCostMs: Number((withEmit - without).toFixed(2)), deliveriesPerSecond: perSecond, delivered: received, ...endToEnd }
+    return {
+      emitCostMs: Number((withEmit - without).toFixed(2)), deliveriesPerSecond: perSecond, delivered: received,
+      cpuMicros: { transactionWithout: cpu.without.perRequest(), transactionWith: cpu.with.perRequest(), perDelivery: cpu.drain.perRequest() },
+      ...endToEnd
+    }
   } finally {
     receiver.stop(true)
     await server.stop()
@@ -80,23 +90,32 @@ const throughRunningFiber = async () => {
       body: JSON.stringify({ url: `http://127.0.0.1:${receiver.port}/hook`, events: ["grant.created"] })
     })
     const started = performance.now()
+    const sinceStart = cpuStopwatch()
     let next = 0
-    await Promise.all(Array.from({ length: 8 }, async () => {
+    const emitCpu = await cpuDuring(() => Promise.all(Array.from({ length: 8 }, async () => {
       while (next < N) {
         const i = next++
         await server.run(Effect.flatMap(Events, (e) => e.emit(developerId, "grant.created", { grantId: `e${i}` })))
       }
-    }))
+    })))
     const emitted = performance.now()
     const until = Date.now() + 40_000
     while (seen.size < N && Date.now() < until) await Bun.sleep(5)
     const done = performance.now()
+    const cpu = { emit: makeCpuTally(), endToEnd: makeCpuTally() }
+    cpu.emit.add(emitCpu, N)
+    cpu.endToEnd.add(sinceStart(), seen.size)
     const emitsPerSecond = Math.round(N / ((emitted - started) / 1000))
     const endToEndPerSecond = Math.round(seen.size / ((done - started) / 1000))
     row("events emitted/s (8 concurrent callers, each its own transaction)", emitsPerSecond)
+    row("  CPU per emitted event µs, event loop / machine", cpuCell(cpu.emit.perRequest()))
     row("events emitted and delivered/s end to end (running fiber)", endToEndPerSecond)
+    row("  CPU per event emitted and delivered µs (receiver included), event loop / machine", cpuCell(cpu.endToEnd.perRequest()))
     row("delivered / sent / expected", `${seen.size} / ${hits} / ${N}`)
-    return { emitsPerSecond, endToEndPerSecond, endToEndDelivered: seen.size, endToEndSends: hits }
+    return {
+      emitsPerSecond, endToEndPerSecond, endToEndDelivered: seen.size, endToEndSends: hits,
+      endToEndCpuMicros: { perEmit: cpu.emit.perRequest(), perEvent: cpu.endToEnd.perRequest() }
+    }
   } finally {
     receiver.stop(true)
     await server.stop()

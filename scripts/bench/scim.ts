@@ -11,7 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { compileFilter } from "../../src/directory/Filter.ts"
 import { USER_ATTRIBUTES } from "../../src/directory/Resources.ts"
-import { cpuCell, makeCpuTally, postJson, row, startBenchServer } from "./support.ts"
+import { cpuCell, makeCpuTally, postJson, row, signupUncapped, startBenchServer } from "./support.ts"
 
 const USERS = Number(process.env.SCIM_BENCH_USERS ?? 100_000)
 const RESYNC = Number(process.env.SCIM_BENCH_RESYNC ?? 10_000)
@@ -51,7 +51,7 @@ export async function run() {
   const server = await startBenchServer()
   const json = postJson(server.url)
   try {
-    const { apiKey, developerId } = await json("/v1/signup", { name: "bench" })
+    const { apiKey, developerId } = await signupUncapped(server)
     const { token } = await json("/v1/scim/tokens", { label: "bench" }, apiKey)
     const sqlRun = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) => server.run(Effect.flatMap(SqlClient.SqlClient, f))
     // seeded in the database directly: what the benchmark measures is reading, not seeding

@@ -4,6 +4,8 @@
  * with a fixed number of concurrent in-flight requests for a fixed time.
  */
 import { createPublicKey, verify as cryptoVerify } from "node:crypto"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
 import { existsSync, readFileSync } from "node:fs"
 import { loadConfig } from "../../src/Config.ts"
 import { generateRsaPrivateKeyPem } from "../../src/platform/Keys.ts"
@@ -35,6 +37,16 @@ export const startBenchServer = async (env: Record<string, string> = {}, options
       await db.drop()
     }
   }
+}
+
+/**
+ * Signs a developer up on the enterprise plan (no caps): a bench that makes thousands of grants
+ * or agents would otherwise meet the free plan's caps (402) and measure refusals.
+ */
+export const signupUncapped = async (server: { url: string; run: <A>(effect: Effect.Effect<A, any, any>) => Promise<A> }, mode?: "sandbox" | "live") => {
+  const { apiKey, developerId } = await postJson(server.url)("/v1/signup", mode === undefined ? { name: "bench" } : { name: "bench", mode })
+  await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE developers SET plan = 'enterprise' WHERE id = ${developerId}`))
+  return { apiKey: apiKey as string, developerId: developerId as string }
 }
 
 /** POSTs JSON to the service (with an API key when given) and answers the parsed body. */

@@ -46,9 +46,9 @@ export async function run() {
     const plainRuns = [], vcRuns = []
     let listUrl = ""
     for (let round = 0; round < 2; round++) {
-      const plainCodes = await makeCodes(1200)
+      const plainCodes = await makeCodes(2400)
       plainRuns.push(await exchangeRun(cpu.plain, exchange(plainCodes, {})))
-      const vcCodes = await makeCodes(1200)
+      const vcCodes = await makeCodes(2400)
       vcRuns.push(await exchangeRun(cpu.vc, exchange(vcCodes, { credentialFormat: "vc-jwt" })))
       if (plainCodes.length - plainRuns[round]!.requests < 50 || vcCodes.length - vcRuns[round]!.requests < 50) console.log("  (codes ran out: raise makeCodes)")
     }

@@ -205,7 +205,15 @@ export const CredentialsServiceLive = Layer.scoped(
           }
           if (outcome.inserted === null) continue
           if (outcome.deliveries > 0) nudgeDeliveryWorkers()
-          // the issuance in the developer's chain (decisions part two: service.vc.*), in the same transaction
+          const used = outcome.used ?? (yield* repo.countBlocking(list.id, randomInt(COUNTER_SHARDS)))
+          // a shard's count is a cheap sign; the exact total is read only near the threshold
+          if (used * COUNTER_SHARDS >= FULL_AT * list.size && (yield* repo.usedTotal(list.id)) >= FULL_AT * list.size) {
+            yield* repo.closePair(list.id, list.partnerId)
+            openLists.delete(grant.developerId)
+          }
+          // the issuance in the developer's chain (decisions part two: service.vc.*), in the same
+          // transaction and last: the chain's head stays locked until the commit, and every issuance
+          // for this developer waits on it, so nothing else runs while it is held
           yield* audit.append({
             developerId: grant.developerId,
             action: "service.vc.issued",
@@ -214,12 +222,6 @@ export const CredentialsServiceLive = Layer.scoped(
             principalId: grant.principalId,
             metadata: { credentialId: row.id, format, expiresAt: grant.expiresAt.toISOString() }
           })
-          const used = outcome.used ?? (yield* repo.countBlocking(list.id, randomInt(COUNTER_SHARDS)))
-          // a shard's count is a cheap sign; the exact total is read only near the threshold
-          if (used * COUNTER_SHARDS >= FULL_AT * list.size && (yield* repo.usedTotal(list.id)) >= FULL_AT * list.size) {
-            yield* repo.closePair(list.id, list.partnerId)
-            openLists.delete(grant.developerId)
-          }
           return { ...row, status: "active" as const, suspended: false, revokedAt: null }
         }
         return yield* Effect.dieMessage("could not place the credential in a status list")

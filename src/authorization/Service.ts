@@ -5,21 +5,23 @@
  *
  * Codes and refresh tokens are random 32-byte secrets stored only as SHA-256. Presenting a used
  * code or refresh token again revokes the grant: whoever holds a copy loses it too.
+ *
+ * This file holds the service's shape and the request side (authorize, consent, approve, deny); the
+ * code and refresh exchanges are Tokens.ts, the shared row and lookups Lookups.ts.
  */
 import { optionalCore } from "../anomalies/Core.ts"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Agents, AgentsLive } from "../agents/Service.ts"
 import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
 import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
-import { Grants, type GrantRecord, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
+import { Grants, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, type Forbidden, Gone, InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, PolicyDenied,
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, type Forbidden, Gone, type InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PolicyDenied,
   type PlanLimitExceeded, type PrincipalInactive, type PrincipalMismatch, type QuotaExceeded
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
@@ -27,39 +29,20 @@ import { newId } from "../platform/Ids.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { PolicyEngine } from "../policies/Service.ts"
+import { agentSuspended, type AuthRequestRecord, makeLookups, REQUEST_COLUMNS, secret } from "./Lookups.ts"
 import { describeScope } from "./Scopes.ts"
 import { ssoBinding, type SsoApproval } from "./SsoBinding.ts"
+import { makeTokens } from "./Tokens.ts"
 import { sha256Hex } from "../platform/Hash.ts"
 
 export type { SsoApproval } from "./SsoBinding.ts"
+export type { AuthRequestRecord } from "./Lookups.ts"
+export { ACCESS_TOKEN_TTL_MS } from "./Tokens.ts"
 
 /** An authorization request waits this long for the person. */
 export const REQUEST_TTL_MS = 10 * 60 * 1000
 /** A code must be exchanged within this time. */
 export const CODE_TTL_MS = 10 * 60 * 1000
-/** Grant tokens from /v1/token and refresh live at most this long (never past the grant). */
-export const ACCESS_TOKEN_TTL_MS = 60 * 60 * 1000
-
-const secret = () => randomBytes(32).toString("base64url")
-
-export interface AuthRequestRecord {
-  readonly id: string
-  readonly developerId: string
-  readonly agentId: string
-  readonly principalId: string
-  readonly scopes: ReadonlyArray<string>
-  readonly grantTtlSeconds: number
-  readonly redirectUri: string | null
-  readonly state: string | null
-  readonly audience: string | null
-  readonly codeChallenge: string | null
-  readonly codeChallengeMethod: string | null
-  readonly status: "pending" | "approved" | "denied"
-  readonly expiresAt: Date
-  readonly createdAt: Date
-  readonly grantId: string | null
-  readonly fidoVerifiedAt: Date | null
-}
 
 export interface AuthorizeInput {
   readonly agentId: string
@@ -135,11 +118,6 @@ export interface AuthorizationService {
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
 
-const REQUEST_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, grant_ttl_seconds, redirect_uri, state, audience,
-  code_challenge, code_challenge_method, status, expires_at, created_at, grant_id, fido_verified_at`
-
-const invalidGrant = (message: string) => new InvalidGrant({ message: message })
-
 const invalidRedirect = (message: string) => new InvalidRedirectUri({ message: message })
 
 export const AuthorizationServiceLive = Layer.effect(
@@ -157,29 +135,8 @@ export const AuthorizationServiceLive = Layer.effect(
     const policyEngine = yield* PolicyEngine
     const entitlements = yield* Entitlements
 
-    const loadRequest = (id: string, lock = false) =>
-      sql.unsafe<AuthRequestRecord>(
-        `SELECT ${REQUEST_COLUMNS} FROM auth_requests WHERE id = $1${lock ? " FOR UPDATE" : ""}`,
-        [id]
-      ).pipe(Effect.map((rows) => rows[0]), Effect.orDie)
-
-    /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
-    const issueTokens = (grant: GrantRecord, ms: number, bdg?: number) =>
-      Effect.gen(function*() {
-        const expiresAt = new Date(Math.min(grant.expiresAt.getTime(), ms + ACCESS_TOKEN_TTL_MS))
-        const token = yield* grants.issueToken(grant, { expiresAt, ...(bdg !== undefined ? { bdg } : {}) })
-        const refreshToken = `rt_${secret()}`
-        yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
-                   VALUES (${newId("ref", ms)}, ${sha256Hex(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
-                           ${new Date(ms)}, ${grant.expiresAt})`
-        return {
-          grantToken: token.grantToken,
-          expiresAt: token.expiresAt.toISOString(),
-          scopes: [...grant.scopes],
-          refreshToken,
-          grantId: grant.id
-        }
-      }).pipe(Effect.orDie)
+    const { loadRequest, agentIsActive } = makeLookups(sql)
+    const { exchangeCode, refresh } = makeTokens({ sql, metrics, anomalies, grants, credentials, entitlements, policyEngine, loadRequest, agentIsActive })
 
     const approveInTransaction = (
       request: AuthRequestRecord, ms: number, fidoVerified: boolean, approvedByPolicy?: string,
@@ -308,14 +265,6 @@ export const AuthorizationServiceLive = Layer.effect(
         ? Effect.fail(new Gone({ message: "Authorization request expired" }))
         : Effect.succeed(request)
 
-    /** whether the agent is active (not suspended, not deleted): it alone gets consent and tokens */
-    const agentIsActive = (developerId: string, agentId: string) =>
-      Effect.map(
-        sql<{ status: string }>`SELECT status FROM agents WHERE id = ${agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`,
-        (rows) => rows[0]?.status === "active"
-      )
-    const agentSuspended = () => new AgentSuspended({ message: "Agent is suspended" })
-
     const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
       sql.withTransaction(Effect.gen(function*() {
         const ms = yield* nowMillis
@@ -354,110 +303,6 @@ export const AuthorizationServiceLive = Layer.effect(
           scopes: request.scopes,
           expiresAt: request.expiresAt
         }
-      })
-
-    const remainingBudget = (grantId: string) =>
-      Effect.gen(function*() {
-        const [exists] = yield* sql<{ table: string | null }>`SELECT to_regclass('budget_allocations')::text AS table`
-        if (!exists?.table) return undefined
-        const rows = yield* sql<{ remainingBudget: string }>`SELECT remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`
-        return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
-      }).pipe(Effect.orDie)
-
-    /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
-    const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
-      metrics?.inc("replays_total", { kind: replay.kind })
-      return Effect.logWarning(replay.kind === "code" ? "authorization code replayed; grant revoked" : "refresh token replayed; grant revoked").pipe(
-        Effect.annotateLogs({ developerId, agentId: replay.agentId, grantId: replay.grantId, grantsRevoked: replay.revoked })
-      )
-    }
-
-    const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
-      Effect.gen(function*() {
-        // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
-        if (input.codeVerifier !== undefined && (input.codeVerifier.length < 43 || input.codeVerifier.length > 128)) {
-          return yield* Effect.fail(invalidGrant("codeVerifier must be 43 to 128 characters"))
-        }
-        // decisions §18: the credential asked for is checked before the code is spent
-        const wanted = yield* credentials.parseRequest(input)
-        // decisions §16: the monthly token-exchange quota (refresh is never checked)
-        yield* entitlements.admit(developer, "token_exchanges")
-        // A replay revokes the grant and must commit even though the request fails.
-        const outcome = yield* sql.withTransaction(Effect.gen(function*() {
-          const ms = yield* nowMillis
-          const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
-            SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
-            WHERE code_hash = ${sha256Hex(input.code)} FOR UPDATE`
-          const code = rows[0]
-          if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
-          if (code.usedAt !== null) {
-            // A replayed code means someone else may hold it: the grant issued from it is revoked.
-            const revoked = yield* grants.revoke(developer.id, code.grantId)
-            if (anomalies !== undefined) yield* anomalies.replay(developer.id, code.agentId, code.grantId, "code", revoked?.length ?? 0)
-            return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
-          }
-          if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
-          if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
-          // a suspended (or deleted) agent gets no tokens; the code stays unused for when it is active again
-          if (!(yield* agentIsActive(developer.id, code.agentId))) return { suspended: true } as const
-          const request = (yield* loadRequest(code.authRequestId))!
-          if (request.codeChallenge !== null) {
-            if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
-            const expected = Buffer.from(request.codeChallenge)
-            const given = Buffer.from(createHash("sha256").update(input.codeVerifier).digest("base64url"))
-            if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
-              return { error: "codeVerifier does not match the code challenge" } as const
-            }
-          }
-          yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
-          const grant = yield* grants.find(developer.id, code.grantId)
-          if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
-            return { error: "The grant is no longer active" } as const
-          }
-          const tokens = yield* issueTokens(grant, ms)
-          // decisions §18: issued in the token's transaction; a failure issues nothing
-          const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
-          return { tokens: { ...tokens, ...issued } } as const
-        })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
-        if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
-        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
-        if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
-        return outcome.tokens
-      })
-
-    const refresh: AuthorizationService["refresh"] = (developer, input) =>
-      Effect.gen(function*() {
-        // A reuse revokes the grant and must commit even though the request fails.
-        const outcome = yield* sql.withTransaction(Effect.gen(function*() {
-          const ms = yield* nowMillis
-          const rows = yield* sql<{ id: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
-            SELECT id, grant_id, developer_id, agent_id, expires_at, used_at FROM refresh_tokens
-            WHERE token_hash = ${sha256Hex(input.refreshToken)} FOR UPDATE`
-          const token = rows[0]
-          if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
-          if (token.usedAt !== null) {
-            const revoked = yield* grants.revoke(developer.id, token.grantId)
-            if (anomalies !== undefined) yield* anomalies.replay(developer.id, token.agentId, token.grantId, "refresh_token", revoked?.length ?? 0)
-            return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
-          }
-          if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
-          if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
-          if (!(yield* agentIsActive(developer.id, token.agentId))) return { suspended: true } as const
-          // decisions §13: a policy deny answers INVALID_GRANT and leaves the refresh token unused
-          const denied = yield* policyEngine.refreshDenied(developer.id, token.grantId)
-          if (denied !== undefined) return { error: denied } as const
-          yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
-          const grant = yield* grants.find(developer.id, token.grantId)
-          if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
-            return { error: "The grant is no longer active" } as const
-          }
-          const bdg = yield* remainingBudget(grant.id)
-          return { tokens: yield* issueTokens(grant, ms, bdg) } as const
-        })).pipe(Effect.orDie)
-        if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
-        if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
-        if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
-        return outcome.tokens
       })
 
     const denyPendingForPrincipal: AuthorizationService["denyPendingForPrincipal"] = (developerId, principalId) =>

@@ -1,0 +1,163 @@
+/**
+ * The token endpoint's two exchanges (decisions §3): a single-use code (with its PKCE verifier) and a
+ * refresh token, each for a grant token and a fresh refresh token. Presenting either a second time
+ * revokes the grant. Separate from Service.ts because it is what an agent's backend does after
+ * consent, with its own replay rules; the requests and their approval stay there.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import type { AnomalyCoreService } from "../anomalies/Core.ts"
+import type { EntitlementsService } from "../billing/Entitlements.ts"
+import type { CredentialsService } from "../credentials/Service.ts"
+import type { GrantRecord, GrantsService } from "../grants/Service.ts"
+import { InvalidGrant } from "../platform/Errors.ts"
+import { sha256Hex } from "../platform/Hash.ts"
+import { newId } from "../platform/Ids.ts"
+import type { MetricsService } from "../platform/Metrics.ts"
+import { nowMillis } from "../platform/Time.ts"
+import type { PolicyEngineService } from "../policies/Service.ts"
+import { agentSuspended, type makeLookups, secret } from "./Lookups.ts"
+import type { AuthorizationService } from "./Service.ts"
+
+/** Grant tokens from /v1/token and refresh live at most this long (never past the grant). */
+export const ACCESS_TOKEN_TTL_MS = 60 * 60 * 1000
+
+const invalidGrant = (message: string) => new InvalidGrant({ message: message })
+
+/** The code and refresh exchanges of one authorization service, from its dependencies. */
+export const makeTokens = (deps: {
+  readonly sql: SqlClient.SqlClient
+  readonly metrics: MetricsService | undefined
+  readonly anomalies: AnomalyCoreService | undefined
+  readonly grants: GrantsService
+  readonly credentials: CredentialsService
+  readonly entitlements: EntitlementsService
+  readonly policyEngine: PolicyEngineService
+} & ReturnType<typeof makeLookups>) => {
+  const { sql, metrics, anomalies, grants, credentials, entitlements, policyEngine, loadRequest, agentIsActive } = deps
+
+  /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
+  const issueTokens = (grant: GrantRecord, ms: number, bdg?: number) =>
+    Effect.gen(function*() {
+      const expiresAt = new Date(Math.min(grant.expiresAt.getTime(), ms + ACCESS_TOKEN_TTL_MS))
+      const token = yield* grants.issueToken(grant, { expiresAt, ...(bdg !== undefined ? { bdg } : {}) })
+      const refreshToken = `rt_${secret()}`
+      yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
+                 VALUES (${newId("ref", ms)}, ${sha256Hex(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
+                         ${new Date(ms)}, ${grant.expiresAt})`
+      return {
+        grantToken: token.grantToken,
+        expiresAt: token.expiresAt.toISOString(),
+        scopes: [...grant.scopes],
+        refreshToken,
+        grantId: grant.id
+      }
+    }).pipe(Effect.orDie)
+
+  const remainingBudget = (grantId: string) =>
+    Effect.gen(function*() {
+      const [exists] = yield* sql<{ table: string | null }>`SELECT to_regclass('budget_allocations')::text AS table`
+      if (!exists?.table) return undefined
+      const rows = yield* sql<{ remainingBudget: string }>`SELECT remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`
+      return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
+    }).pipe(Effect.orDie)
+
+  /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
+  const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
+    metrics?.inc("replays_total", { kind: replay.kind })
+    return Effect.logWarning(replay.kind === "code" ? "authorization code replayed; grant revoked" : "refresh token replayed; grant revoked").pipe(
+      Effect.annotateLogs({ developerId, agentId: replay.agentId, grantId: replay.grantId, grantsRevoked: replay.revoked })
+    )
+  }
+
+  const exchangeCode: AuthorizationService["exchangeCode"] = (developer, input) =>
+    Effect.gen(function*() {
+      // RFC 7636: a verifier is 43-128 characters; anything else is refused before the code is looked at
+      if (input.codeVerifier !== undefined && (input.codeVerifier.length < 43 || input.codeVerifier.length > 128)) {
+        return yield* Effect.fail(invalidGrant("codeVerifier must be 43 to 128 characters"))
+      }
+      // decisions §18: the credential asked for is checked before the code is spent
+      const wanted = yield* credentials.parseRequest(input)
+      // decisions §16: the monthly token-exchange quota (refresh is never checked)
+      yield* entitlements.admit(developer, "token_exchanges")
+      // A replay revokes the grant and must commit even though the request fails.
+      const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
+          SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
+          WHERE code_hash = ${sha256Hex(input.code)} FOR UPDATE`
+        const code = rows[0]
+        if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
+        if (code.usedAt !== null) {
+          // A replayed code means someone else may hold it: the grant issued from it is revoked.
+          const revoked = yield* grants.revoke(developer.id, code.grantId)
+          if (anomalies !== undefined) yield* anomalies.replay(developer.id, code.agentId, code.grantId, "code", revoked?.length ?? 0)
+          return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
+        }
+        if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
+        if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
+        // a suspended (or deleted) agent gets no tokens; the code stays unused for when it is active again
+        if (!(yield* agentIsActive(developer.id, code.agentId))) return { suspended: true } as const
+        const request = (yield* loadRequest(code.authRequestId))!
+        if (request.codeChallenge !== null) {
+          if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
+          const expected = Buffer.from(request.codeChallenge)
+          const given = Buffer.from(createHash("sha256").update(input.codeVerifier).digest("base64url"))
+          if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
+            return { error: "codeVerifier does not match the code challenge" } as const
+          }
+        }
+        yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
+        const grant = yield* grants.find(developer.id, code.grantId)
+        if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+          return { error: "The grant is no longer active" } as const
+        }
+        const tokens = yield* issueTokens(grant, ms)
+        // decisions §18: issued in the token's transaction; a failure issues nothing
+        const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
+        return { tokens: { ...tokens, ...issued } } as const
+      })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
+      if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+      if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
+      if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
+      return outcome.tokens
+    })
+
+  const refresh: AuthorizationService["refresh"] = (developer, input) =>
+    Effect.gen(function*() {
+      // A reuse revokes the grant and must commit even though the request fails.
+      const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql<{ id: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
+          SELECT id, grant_id, developer_id, agent_id, expires_at, used_at FROM refresh_tokens
+          WHERE token_hash = ${sha256Hex(input.refreshToken)} FOR UPDATE`
+        const token = rows[0]
+        if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
+        if (token.usedAt !== null) {
+          const revoked = yield* grants.revoke(developer.id, token.grantId)
+          if (anomalies !== undefined) yield* anomalies.replay(developer.id, token.agentId, token.grantId, "refresh_token", revoked?.length ?? 0)
+          return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
+        }
+        if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
+        if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
+        if (!(yield* agentIsActive(developer.id, token.agentId))) return { suspended: true } as const
+        // decisions §13: a policy deny answers INVALID_GRANT and leaves the refresh token unused
+        const denied = yield* policyEngine.refreshDenied(developer.id, token.grantId)
+        if (denied !== undefined) return { error: denied } as const
+        yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
+        const grant = yield* grants.find(developer.id, token.grantId)
+        if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+          return { error: "The grant is no longer active" } as const
+        }
+        const bdg = yield* remainingBudget(grant.id)
+        return { tokens: yield* issueTokens(grant, ms, bdg) } as const
+      })).pipe(Effect.orDie)
+      if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+      if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
+      if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
+      return outcome.tokens
+    })
+
+  return { exchangeCode, refresh }
+}

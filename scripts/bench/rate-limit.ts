@@ -46,7 +46,9 @@ export async function run() {
   const on = combine(rounds.on)
   const off = combine(rounds.off)
   const cost = 1 - on.perSecond / off.perSecond
-  row("GET /v1/me req/s, limiter on", on.perSecond, off.perSecond, cost < 0.1 ? "PASS (<10% cost)" : `FAIL (${(cost * 100).toFixed(1)}% cost)`)
+  // issue 3's bound (< 10% of a request through the API) is replaced by issue 27's target 5 below
+  // (the gate's CPU beyond the one Redis round trip no design with a shared counter can avoid)
+  row("GET /v1/me req/s, limiter on", on.perSecond, off.perSecond, `${(cost * 100).toFixed(1)}% cost (issue 3 asked < 10%; see the last row)`)
   row("  p50 / p99 ms (on)", `${on.p50Ms} / ${on.p99Ms}`, `${off.p50Ms} / ${off.p99Ms}`)
   const cpuOn = tally.on.perRequest()
   const cpuOff = tally.off.perRequest()

@@ -39,7 +39,8 @@ export async function run() {
         .then(async (r) => ((await r.json()) as any).valid === true), { seconds: 3 })
     // codes are made ahead so the measurement is the exchange alone
     const codes: Array<string> = []
-    for (let i = 0; i < 1500; i++) codes.push(await code())
+    // enough for the 2 s run at a quiet machine's rate (~1,500/s), made 16 at a time
+    while (codes.length < 5000) codes.push(...await Promise.all(Array.from({ length: 16 }, code)))
     let next = 0
     const issued: Array<string> = []
     // (CPU per exchange made: once the codes run out the load's requests are not requests)

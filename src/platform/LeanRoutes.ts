@@ -200,13 +200,12 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
         if (verdict !== undefined) return finish(Exit.succeed(verdict))
         const answer = entry.lean.answer
         if (answer === undefined) return runEffect(handled)
-        let value: Exit.Exit<unknown>
         try {
-          value = Exit.succeed(answer(state))
-        } catch (defect) {
-          value = Exit.die(defect)
+          return finish(Exit.succeed(answer(state)))
+        } catch {
+          // a defect: answered (and logged) by the envelope's steps, through the handler's effect
+          return runEffect(handled)
         }
-        return finish(value)
       })
     }
 

@@ -3,6 +3,7 @@
  * (developer, rule, subject). `upsertAlert` is the one statement that opens an alert or counts one
  * more occurrence; alerts are never deleted.
  */
+import type { Finding } from "./Detectors.ts"
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { CursorPosition } from "../platform/Pagination.ts"
@@ -48,19 +49,13 @@ export interface AlertRow {
   readonly createdAt: Date
 }
 
-export interface RaiseInput {
+/** a finding (its `evidenceAt`: the newest triggering fact) raised under a rule */
+export interface RaiseInput extends Finding {
   readonly id: string
   readonly developerId: string
   readonly ruleId: string
   readonly ruleName: string
   readonly severity: Severity
-  readonly subject: string
-  readonly agentId: string | null
-  readonly principalId: string | null
-  readonly description: string
-  readonly context: Record<string, unknown>
-  /** the newest triggering fact */
-  readonly evidenceAt: Date
   /** inline: every call is one more occurrence; windowed: only evidence newer than the alert's counts */
   readonly inline: boolean
   readonly now: Date

@@ -57,16 +57,18 @@ export const ApiKeysLive = Layer.scoped(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const cache = new Map<string, { developer: Developer | undefined; until: number }>()
-    const NOT_A_KEY = { developer: undefined }
-    const known = (apiKey: string) => {
-      if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return NOT_A_KEY
-      const hit = cache.get(hashApiKey(apiKey))
+    const KEY_FORMAT = /^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/
+    const cached = (hash: string) => {
+      const hit = cache.get(hash)
       return hit !== undefined && hit.until > Date.now() ? hit : undefined
     }
+    const NOT_A_KEY = { developer: undefined }
+    const known = (apiKey: string) => (KEY_FORMAT.test(apiKey) ? cached(hashApiKey(apiKey)) : NOT_A_KEY)
     const resolve = (apiKey: string) => {
-      const hit = known(apiKey)
-      if (hit !== undefined) return Effect.succeed(hit.developer)
+      if (!KEY_FORMAT.test(apiKey)) return Effect.succeed(undefined)
       const hash = hashApiKey(apiKey)
+      const hit = cached(hash)
+      if (hit !== undefined) return Effect.succeed(hit.developer)
       return sql<Developer>`SELECT id, name, email, mode, plan, fido_required, created_at FROM developers WHERE api_key_hash = ${hash}`.pipe(
         Effect.map((rows) => rows[0]),
         Effect.tap((developer) =>

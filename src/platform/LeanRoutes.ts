@@ -142,21 +142,22 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
       const state: GateState = { requestId, route: entry.route.path }
       const peer = peerOf()
       const input = { authorization: headers.get("authorization") ?? undefined, forwardedFor: headers.get("x-forwarded-for") ?? undefined, peer }
-      // (suspended: the handler reads the caller from `state`, which the admission fills)
-      const handled = Effect.flatMap(Effect.exit(Effect.suspend(() => entry.handle(state, params, payload))), (result) => {
+      // built only when a fiber runs (the fiberless admission and answer need neither), and only once
+      // admitted: the handler reads the caller from `state`, which the admission fills
+      const handled = () => Effect.flatMap(Effect.exit(entry.handle(state, params, payload)), (result) => {
         if (Exit.isSuccess(result)) return Effect.succeed(result.value)
         const failure = Cause.failureOption(result.cause)
         if (Option.isNone(failure)) return causeResponse(result.cause, requestId, path)
         const e = failure.value
         return Effect.succeed(errorResponse(statusOf(e), e.code, e.message, requestId, undefined, e.details))
       })
-      const admitted = Effect.flatMap(Effect.exit(admission.admit(entry.route, input, state)), (exit) =>
+      const admitted = () => Effect.flatMap(Effect.exit(admission.admit(entry.route, input, state)), (exit) =>
         // a defect in the gate (the key's lookup with the database away) as the envelope answers it
         Exit.isFailure(exit)
           ? envelopeCauseResponse(exit.cause, requestId, path)
           : exit.value !== undefined
           ? Effect.succeed(exit.value)
-          : handled)
+          : handled())
       // the effect in the service's runtime: what services read of the request on the API path (the
       // policies' and anomaly rules' address and user agent) in its context for the routes that read it
       const runEffect = (effect: Effect.Effect<unknown>) => {
@@ -194,17 +195,17 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
       }
       // the commonest request (a key the cache knows) is admitted without a fiber; the rest through the effect
       const decided = admission.admitNow(entry.route, input, state)
-      if (decided === undefined) return runEffect(admitted)
+      if (decided === undefined) return runEffect(admitted())
       return decided.then((verdict): Response | Promise<Response> => {
-        if (verdict === UNDECIDED) return runEffect(admitted)
+        if (verdict === UNDECIDED) return runEffect(admitted())
         if (verdict !== undefined) return finish(Exit.succeed(verdict))
         const answer = entry.lean.answer
-        if (answer === undefined) return runEffect(handled)
+        if (answer === undefined) return runEffect(handled())
         try {
           return finish(Exit.succeed(answer(state)))
         } catch {
           // a defect: answered (and logged) by the envelope's steps, through the handler's effect
-          return runEffect(handled)
+          return runEffect(handled())
         }
       })
     }

@@ -94,7 +94,9 @@ test("offline entries: accepted and rejected by code", async () => {
   const dev = await app.signup({ plan: "enterprise" })
   const agentId = await createAgent(app, dev.developerId, ["email:read"])
   const bundle: ConsentBundle = (await app.request("POST", "/v1/consent-bundles", { apiKey: dev.apiKey, body: { agentId, userId: "user_1", scopes: ["email:read"] } })).body
-  const agent = await OfflineAgent.load(bundle)
+  // the device reads the service's clock: the bundle was made on the test's fixed date, not today's
+  const at = await app.now()
+  const agent = await OfflineAgent.load(bundle, { now: () => at })
   for (let i = 0; i < 3; i++) agent.record("email.read", "success")
   const entries = agent.batches(1000)[0]!
   const tampered = [...entries.slice(0, 2), { ...entries[2]!, signature: "00".repeat(64) }]

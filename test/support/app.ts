@@ -72,6 +72,8 @@ export interface TestApp {
   /** TestClock only */
   readonly adjust: (duration: Duration.DurationInput) => Promise<void>
   readonly setTime: (millis: number) => Promise<void>
+  /** the service's own clock (TestClock's time when testClock is set): what a device beside it reads */
+  readonly now: () => Promise<number>
   readonly stop: () => Promise<void>
 }
 
@@ -158,6 +160,7 @@ export const startTestApp = async (options: TestAppOptions = {}): Promise<TestAp
     run: server.run,
     adjust: (duration) => server.run(TestClock.adjust(duration)),
     setTime: (millis) => server.run(TestClock.setTime(millis)),
+    now: () => server.run(Effect.clockWith((clock) => clock.currentTimeMillis)),
     stop: async () => {
       await server.stop()
       await db.drop()

@@ -23,13 +23,26 @@ const decodeChunked = (raw: string): string => {
   }
 }
 
+/**
+ * A chunk whose header declares more bytes than are sent: the body stays open after `data` and the
+ * request waits for the answer. A server that refuses mid-chunk has then read all that was sent and
+ * closes cleanly, so no reset can race its answer (as one does while the client is still writing).
+ */
+export interface OpenChunk {
+  readonly declaredBytes: number
+  readonly data: string
+}
+
+const isOpenChunk = (chunk: string | Uint8Array | OpenChunk): chunk is OpenChunk =>
+  typeof chunk === "object" && "declaredBytes" in chunk
+
 /** Sends `chunks` as a chunked body (each one chunk); the connection is closed after the answer. */
 export const chunkedRequest = (
   baseUrl: string,
   method: string,
   path: string,
   headers: Record<string, string>,
-  chunks: Iterable<string | Uint8Array>
+  chunks: Iterable<string | Uint8Array | OpenChunk>
 ): Promise<RawResponse> =>
   new Promise((resolve, reject) => {
     const url = new URL(baseUrl)
@@ -86,6 +99,11 @@ export const chunkedRequest = (
       socket.write(lines.join("\r\n") + "\r\n\r\n")
       for (const chunk of chunks) {
         if (settled || socket.destroyed || received.length > 0) return
+        if (isOpenChunk(chunk)) {
+          socket.write(`${chunk.declaredBytes.toString(16)}\r\n`)
+          socket.write(chunk.data)
+          return
+        }
         const bytes = typeof chunk === "string" ? Buffer.from(chunk) : Buffer.from(chunk)
         const ok = socket.write(`${bytes.length.toString(16)}\r\n`) && socket.write(bytes) && socket.write("\r\n")
         if (!ok) await new Promise((r) => { socket.once("drain", r); socket.once("close", r) })

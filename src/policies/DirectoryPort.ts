@@ -3,7 +3,8 @@
  * groups, read through the directory's own service. Each group is named both by its id (stable:
  * `Group::"scimgrp_…"`) and by its display name (readable: `Group::"contractors"`), so a rule's
  * `principalGroups` or a Cedar `in Group::…` may use either; ids carry a prefix no display name
- * needs, and a renamed group keeps matching by id. A principal the directory does not know is active and in no group.
+ * needs, and a renamed group keeps matching by id. A principal the directory does not know is active and in no
+ * group; one whose users were all deleted is inactive.
  * SSO sign-in (`ssoVerified`) is answered by the SSO port (policies/Ports.ts PolicySso), not here.
  */
 import { Effect } from "effect"
@@ -12,8 +13,10 @@ import type { PolicyDirectoryPort } from "./Ports.ts"
 
 export const directoryPort = (directory: DirectoryPrincipalsService): PolicyDirectoryPort => ({
   principal: (developerId, principalId) =>
-    Effect.map(directory.describe(developerId, principalId), (user) =>
+    Effect.flatMap(directory.describe(developerId, principalId), (user) =>
       user === undefined
-        ? { active: true, groups: [], ssoVerified: false }
-        : { active: user.active, groups: user.groups.flatMap((g) => [g.id, g.displayName]), ssoVerified: false })
+        // no live user: unknown (active) unless the directory once had them and deleted them, which
+        // leaves the principal inactive (a deleted user must not pass refresh, delegation or the vault)
+        ? Effect.map(directory.isInactive(developerId, principalId), (inactive) => ({ active: !inactive, groups: [], ssoVerified: false }))
+        : Effect.succeed({ active: user.active, groups: user.groups.flatMap((g) => [g.id, g.displayName]), ssoVerified: false }))
 })

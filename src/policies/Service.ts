@@ -109,14 +109,17 @@ export const PolicyEngineLive = Layer.scoped(
     const sso = Option.getOrElse(yield* Effect.serviceOption(PolicySso), () => noSso)
     const repo = makeRepo(sql)
     const cache = new Map<string, Loaded>()
-    /** developers with a policy naming vault.exchange, kept in memory so that other exchanges pay nothing */
+    /**
+     * Developers whose policies could apply to a vault exchange, kept in memory so that the others'
+     * exchanges pay nothing (§13 revised): a rule whose actions include it, or any active Cedar set (a
+     * forbid with an unconstrained action, or naming the action only in `when`, applies everywhere).
+     */
     const vaultNamers = new Set<string>()
 
     const readFlags = (developerId?: string) =>
       sql.unsafe<{ developerId: string }>(
         `SELECT DISTINCT developer_id FROM policies WHERE 'vault.exchange' = ANY(actions) ${developerId ? "AND developer_id = $1" : ""}
-         UNION SELECT developer_id FROM policy_bundles WHERE active AND format = 'cedar'
-           AND position('"vault.exchange"' in convert_from(content, 'UTF8')) > 0 ${developerId ? "AND developer_id = $1" : ""}`,
+         UNION SELECT developer_id FROM policy_bundles WHERE active AND format = 'cedar' ${developerId ? "AND developer_id = $1" : ""}`,
         developerId ? [developerId] : []
       )
 
@@ -148,7 +151,7 @@ export const PolicyEngineLive = Layer.scoped(
         const loaded: Loaded = { rules, cedar, until: Date.now() + ENTRY_MS }
         if (cache.size >= CACHE_MAX) cache.clear()
         cache.set(developerId, loaded)
-        const names = rulesName(rules, "vault.exchange") || cedar?.namesVaultExchange === true
+        const names = rulesName(rules, "vault.exchange") || cedar !== undefined
         if (names) vaultNamers.add(developerId)
         else vaultNamers.delete(developerId)
         return loaded

@@ -136,6 +136,18 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect((await newBundle(w)).body.code).toBe("PRINCIPAL_INACTIVE")
 })
 
+test("with deprovision \"none\" a deleted user is inactive to policies too: delegation stops (§20)", async () => {
+  const w = await world({ deprovision: "none" })
+  expect((await w.c.send("DELETE", `/Users/${w.scimUserId}`)).status).toBe(204)
+  expect(await verify(w, w.rootToken)).toBe(true)
+  const subAgentId = await createAgent(app, w.c.developerId, ["email:read"], "Sub 2")
+  const delegated = await app.request("POST", "/v1/grants/delegate", {
+    apiKey: w.c.apiKey, body: { parentGrantToken: w.rootToken, subAgentId, scopes: ["email:read"] }
+  })
+  expect([delegated.status, delegated.body.code]).toEqual([403, "POLICY_DENIED"])
+  expect((await authorize(w)).body.code).toBe("PRINCIPAL_INACTIVE")
+})
+
 test("principals the directory does not know are not restricted", async () => {
   const w = await world()
   const res = await app.request("POST", "/v1/authorize", { apiKey: w.c.apiKey, body: { agentId: w.agentId, principalId: "nobody@example.com", scopes: ["email:read"] } })

@@ -217,6 +217,8 @@ export const AuthorizationServiceLive = Layer.effect(
               input.codeChallenge !== undefined ? method : null, expiresAt, new Date(ms)]
           )
           const base = { authRequestId: id, consentUrl: `${config.publicBaseUrl}/consent?req=${id}`, expiresAt: expiresAt.toISOString() }
+          // a grant made here is made for a principal the directory still has, read under its lock (§20)
+          if (byPolicy !== undefined || developer.mode === "sandbox") yield* principals.requireActive(developer.id, input.principalId)
           if (byPolicy !== undefined) {
             const approval = yield* approveInTransaction(request!, ms, false, byPolicy)
             yield* policy.recordApproval(approval.grantId)
@@ -226,7 +228,7 @@ export const AuthorizationServiceLive = Layer.effect(
           // Sandbox developers test without a person in the loop: the request is approved at once.
           const approval = yield* approveInTransaction(request!, ms, false)
           return { ...base, sandbox: true as const, code: approval.code }
-        })).pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
       })
 
     const consent: AuthorizationService["consent"] = (id) =>

@@ -185,6 +185,8 @@ export const ConsentBundlesServiceLive = Layer.effect(
             FOR SHARE`
           if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
           if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
+          // read again under the user's lock: a deprovisioning since the check above is seen or waits (§20)
+          yield* principals.requireActive(developerId, input.userId)
           const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
           if (unregistered.length > 0) {
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))

@@ -40,11 +40,14 @@ export const DirectoryPrincipalsLive = Layer.effect(
   DirectoryPrincipals,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    // FOR SHARE (decisions §20): inside the transaction that makes a grant, a deprovisioning that
+    // holds the user's row is waited for and then seen; one that comes later waits for the grant and
+    // revokes it. Outside a transaction the lock ends with the statement.
     const isInactive = (developerId: string, principalId: string) =>
-      sql<{ anyActive: boolean | null }>`
-        SELECT bool_or(active AND deleted_at IS NULL) AS any_active FROM scim_users
-        WHERE developer_id = ${developerId} AND principal_id = ${principalId}`.pipe(
-        Effect.map((rows) => rows[0]?.anyActive === false),
+      sql<{ live: boolean }>`
+        SELECT active AND deleted_at IS NULL AS live FROM scim_users
+        WHERE developer_id = ${developerId} AND principal_id = ${principalId} FOR SHARE`.pipe(
+        Effect.map((rows) => rows.length > 0 && !rows.some((r) => r.live)),
         Effect.orDie
       )
     const requireActive = (developerId: string, principalId: string) =>

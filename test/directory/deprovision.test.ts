@@ -5,7 +5,8 @@
  * PRINCIPAL_INACTIVE). Reactivation restores nothing.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
-import { startTestApp, type TestApp } from "../support/app.ts"
+import pg from "pg"
+import { startTestApp, type TestApp, usingRealPostgres } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 import { newUser, patch, type ScimClient, scimClient } from "./support.ts"
 
@@ -146,6 +147,30 @@ test("with deprovision \"none\" a deleted user is inactive to policies too: dele
   })
   expect([delegated.status, delegated.body.code]).toEqual([403, "POLICY_DENIED"])
   expect((await authorize(w)).body.code).toBe("PRINCIPAL_INACTIVE")
+})
+
+test.skipIf(!usingRealPostgres)("a deprovisioning in flight while a bundle is made: the bundle waits for it and is refused, no grant is left (§20)", async () => {
+  const w = await world({ deprovision: "none" })
+  const before = (await app.query("SELECT count(*)::int AS n FROM grants WHERE developer_id = $1", [w.c.developerId]))[0].n
+  // another connection deprovisions Bob and holds its transaction open while the bundle is asked for
+  const other = new pg.Client({ connectionString: app.databaseUrl })
+  await other.connect()
+  try {
+    await other.query("BEGIN")
+    await other.query("UPDATE scim_users SET active = false WHERE id = $1", [w.scimUserId])
+    const pending = newBundle(w)
+    // the request reaches the user's row and waits on its lock
+    const waiting = async () => (await app.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0].n > 0
+    for (let i = 0; i < 200 && !(await waiting()); i++) await Bun.sleep(25)
+    expect(await waiting()).toBe(true)
+    await other.query("COMMIT")
+    const res = await pending
+    expect([res.status, res.body.code]).toEqual([403, "PRINCIPAL_INACTIVE"])
+  } finally {
+    await other.end()
+  }
+  expect((await app.query("SELECT count(*)::int AS n FROM grants WHERE developer_id = $1", [w.c.developerId]))[0].n).toBe(before)
 })
 
 test("principals the directory does not know are not restricted", async () => {

@@ -13,6 +13,7 @@ import { acquirePool, PgPool, snakeToCamel } from "./PgPool.ts"
 import { postgresConnectFailure } from "./ConnectErrors.ts"
 
 const CONNECT_TIMEOUT_MS = 3_000
+const EMBEDDED_QUEUE_WAIT_MS = 15_000
 
 /**
  * The SqlClient over our own pool (prepared statements, PgPool.ts); pg returns int8 and numeric as
@@ -78,7 +79,12 @@ const pgliteLayer = (location: string) =>
         (s) => Effect.promise(() => s.stop()).pipe(Effect.ignore)
       )
       void server
-      return clientLayer({ host: "127.0.0.1", port, database: "postgres", user: "postgres", max: 1, idleTimeoutMillis: 3_600_000 }, false)
+      // Every request queues for the one session, so the pool's wait is a queue, not a connect: bounded
+      // like a statement (15 s), not by the 3 s connect timeout (a loaded machine answered 503 to a
+      // burst of 50 appends that only had to wait their turn).
+      return clientLayer({
+        host: "127.0.0.1", port, database: "postgres", user: "postgres", max: 1, idleTimeoutMillis: 3_600_000, connectionTimeoutMillis: EMBEDDED_QUEUE_WAIT_MS
+      }, false)
     })
   )
 

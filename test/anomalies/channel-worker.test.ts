@@ -48,4 +48,4 @@ test("the fiber delivers an alert after its commit and retries a failed send whe
   } finally {
     receiver.stop()
   }
-}, 30_000)
+}, 120_000)

@@ -17,7 +17,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await app.stop()
-}, 60_000)
+}, 120_000)
 
 const newGrant = async (developerId = dev.developerId, agent = agentId) =>
   (await issueGrant(app, { developerId, agentId: agent, scopes: ["email:read"] })).grant.id

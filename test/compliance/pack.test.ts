@@ -181,7 +181,7 @@ describe("DPDP exports", () => {
     expect(done.body.data.auditLog.length).toBe(10_001)
     expect(done.body.data.grievances).toEqual([])
     expect(done.body.data.consentRecords).toBeUndefined()
-  }, 60_000)
+  }, 120_000)
 })
 
 test("summary and pack: the developer's policy rules and directory users, through their capabilities", async () => {

@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app.stop()
   await dns.close()
-}, 60_000)
+}, 120_000)
 
 const create = (domain: unknown, apiKey = dev.apiKey) => app.request("POST", "/v1/domains", { apiKey, body: { domain } })
 const verify = (id: string, apiKey = dev.apiKey) => app.request("POST", `/v1/domains/${id}/verify`, { apiKey })

@@ -69,4 +69,4 @@ test.skipIf(!usingRealPostgres)("PostgreSQL restarted under load", async () => {
     await proxy.close()
     await db.drop()
   }
-}, 30_000)
+}, 120_000)

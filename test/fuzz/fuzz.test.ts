@@ -111,7 +111,7 @@ describe("fuzz", () => {
       }),
       { numRuns: 150 }
     )
-  }, 60_000)
+  }, 120_000)
 
   test("random paths and methods answer 404 or 405 in the error shape", async () => {
     await fc.assert(
@@ -121,7 +121,7 @@ describe("fuzz", () => {
       }),
       { numRuns: 150 }
     )
-  }, 60_000)
+  }, 120_000)
 
   test("oversized bodies are refused early with 413", async () => {
     const big = JSON.stringify({ name: "x".repeat(2 * 1024 * 1024) })

@@ -295,5 +295,5 @@ describe("sync", () => {
       { numRuns: 25 }
     )
     expect((await sync(bundle.bundleId, chain)).body.accepted).toBe(4)
-  }, 60_000)
+  }, 120_000)
 })

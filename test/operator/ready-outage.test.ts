@@ -96,4 +96,4 @@ test.skipIf(!usingRealPostgres)("PostgreSQL cut: requests answer 503, ready says
     await proxy.close()
     await db.drop()
   }
-}, 60_000)
+}, 120_000)

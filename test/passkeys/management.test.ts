@@ -34,7 +34,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await app.stop()
-}, 60_000)
+}, 120_000)
 
 const call = (target: TestApp, method: string, path: string, apiKey: string, body?: unknown) =>
   target.request(method, path, { apiKey, ...(body === undefined ? {} : { body }) })
@@ -213,7 +213,7 @@ describe("at most 20 passkeys per principal", () => {
     const list = await call(app, "GET", "/v1/webauthn/credentials?principalId=hal&limit=1", dev.apiKey)
     await call(app, "DELETE", `/v1/webauthn/credentials/${list.body.credentials[0].id}`, dev.apiKey)
     expect((await call(app, "POST", "/v1/webauthn/register/options", dev.apiKey, { principalId: "hal" })).status).toBe(200)
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("GET /v1/webauthn/signal", () => {
@@ -332,7 +332,7 @@ describe("attestation policy", () => {
     } finally {
       await anchored.stop()
     }
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("trust anchor configuration", () => {
@@ -383,5 +383,5 @@ describe("cleanup fiber (TestClock)", () => {
     } finally {
       await worker.stop()
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -23,7 +23,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await app.stop()
-}, 60_000)
+}, 120_000)
 
 const post = (path: string, body: unknown, apiKey = dev.apiKey) => app.request("POST", path, { apiKey, body })
 

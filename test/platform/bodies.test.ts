@@ -89,7 +89,7 @@ describe("JSON nesting", () => {
     expect(latencies.length).toBeGreaterThan(0)
     // measured: baseline ~1 ms, worst during the attack a few ms (before: ~1.6 s per body, then 500)
     expect(Math.max(...latencies)).toBeLessThan(Math.max(300, baseline * 10))
-  }, 30_000)
+  }, 120_000)
 })
 
 describe("body size and media type", () => {

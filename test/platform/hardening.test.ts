@@ -72,7 +72,7 @@ test.skipIf(!existsSync(CHROMIUM))("/docs renders in a browser under its policy:
   } finally {
     await browser.close()
   }
-}, 60_000)
+}, 120_000)
 
 describe("metrics", () => {
   test("2,000 random unknown paths are one `unmatched` series; real routes stay visible", async () => {
@@ -89,7 +89,7 @@ describe("metrics", () => {
     expect(series.some((l) => l.includes('route="/health"'))).toBe(true)
     const unmatched = series.filter((l) => l.includes('route="unmatched"')).reduce((n, l) => n + Number(l.split(" ").pop()), 0)
     expect(unmatched).toBeGreaterThanOrEqual(2000)
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("production configuration", () => {
@@ -251,5 +251,5 @@ describe("embedded development keys (item 13)", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -227,4 +227,4 @@ test.skipIf(!usingRealPostgres)("PostgreSQL away: a lean read answers 503 DATABA
     await proxy.close()
     await db.drop()
   }
-}, 30_000)
+}, 120_000)

@@ -25,7 +25,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await app.stop()
-}, 60_000)
+}, 120_000)
 
 const session = async (principalId: string, apiKey = dev.apiKey, expiresIn?: string) => {
   const res = await app.request("POST", "/v1/principal-sessions", { apiKey, body: { principalId, ...(expiresIn ? { expiresIn } : {}) } })
@@ -334,5 +334,5 @@ describe("rate limits", () => {
     } finally {
       await limited.stop()
     }
-  }, 60_000)
+  }, 120_000)
 })

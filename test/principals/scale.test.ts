@@ -23,7 +23,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await app.stop()
-}, 60_000)
+}, 120_000)
 
 /**
  * The fastest of n sequential requests, in milliseconds: the cost of the work itself. (Other load on a

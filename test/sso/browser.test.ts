@@ -89,7 +89,7 @@ describe("SSO at consent in Chromium", () => {
     expect(grant).toEqual({ principalId: "alice@example.com", approvalMethod: "sso" })
     expect(ours).toEqual([])
     await context.close()
-  }, 60_000)
+  }, 120_000)
 
   test("signed in as another principal: 403 PRINCIPAL_MISMATCH, nothing granted", async () => {
     const auth = await authorize()
@@ -109,5 +109,5 @@ describe("SSO at consent in Chromium", () => {
     const [request] = await app.query("SELECT status FROM auth_requests WHERE id = $1", [auth.authRequestId])
     expect(request.status).toBe("pending")
     await context.close()
-  }, 60_000)
+  }, 120_000)
 })

@@ -27,7 +27,7 @@ beforeAll(async () => {
   app = started.app
   base = started.base
   idp = await startIdp({ flavor: "okta", clientId: "aas-client", clientSecret: "s3cret-value-never-returned", redirectUri: started.redirectUri, accounts: [] })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await idp?.stop()
   await app?.stop()

@@ -35,7 +35,7 @@ beforeAll(async () => {
     enforce: true, groupsClaim: "groups", groupMappings: { engineering: ["email:read"] }, defaultScopes: ["calendar:read"]
   }))
   agentId = await createAgent(app, dev.developerId, ["email:read", "calendar:read", "files:write"])
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await idp?.stop()
   await app?.stop()

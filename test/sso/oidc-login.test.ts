@@ -62,7 +62,7 @@ beforeAll(async () => {
   await createConnection(app, entraDev.apiKey, oidcConnection(entra, {
     tenantMode: "entra-multi", groupsClaim: "groups", groupMappings: { "g-admins": ["admin:all"] }, defaultScopes: ["basic"]
   }))
-}, 60_000)
+}, 120_000)
 
 afterAll(async () => {
   okta.tamper = null

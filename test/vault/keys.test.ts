@@ -110,5 +110,5 @@ describe("embedded mode without a configured key", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -83,7 +83,7 @@ describe("fair delivery", () => {
       hole.stop()
       good.stop()
     }
-  }, 30_000)
+  }, 120_000)
 
   test("one endpoint never has more than 4 sends in flight", async () => {
     const hole = blackHole()
@@ -97,7 +97,7 @@ describe("fair delivery", () => {
     } finally {
       hole.stop()
     }
-  }, 30_000)
+  }, 120_000)
 })
 
 describe("endpoints per developer, by plan", () => {
@@ -122,7 +122,7 @@ describe("endpoints per developer, by plan", () => {
     await app.query("UPDATE developers SET plan = 'pro' WHERE id = $1", [free.developerId])
     const upgraded = await app.request("POST", "/v1/webhooks", { apiKey: free.apiKey, body: { url, events: ["grant.created"] } })
     expect([upgraded.status, app.config.webhooks.endpointLimits]).toEqual([201, { free: 30, pro: 200, enterprise: null }])
-  }, 30_000)
+  }, 120_000)
 })
 
 describe("claim cost", () => {
@@ -172,5 +172,5 @@ describe("claim cost", () => {
     } finally {
       await quiet.stop()
     }
-  }, 60_000)
+  }, 120_000)
 })

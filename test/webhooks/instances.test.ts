@@ -36,7 +36,7 @@ test.skipIf(!usingRealPostgres)("two instances with running fibers deliver 200 e
     await one.stop()
     receiver.stop()
   }
-}, 60_000)
+}, 120_000)
 
 test.skipIf(!usingRealPostgres)("an event committed just before the instance stops is delivered after restart", async () => {
   const receiver = startReceiver()
@@ -54,7 +54,7 @@ test.skipIf(!usingRealPostgres)("an event committed just before the instance sto
     await second.stop()
     receiver.stop()
   }
-}, 30_000)
+}, 120_000)
 
 test("the first attempt follows the commit at once, without waiting for the 30 s poll", async () => {
   const receiver = startReceiver()
@@ -70,7 +70,7 @@ test("the first attempt follows the commit at once, without waiting for the 30 s
     await app.stop()
     receiver.stop()
   }
-}, 30_000)
+}, 120_000)
 
 test.skipIf(!usingRealPostgres)("a notification committed by any connection (LISTEN/NOTIFY, not the in-process nudge) wakes the worker", async () => {
   const receiver = startReceiver()
@@ -93,4 +93,4 @@ test.skipIf(!usingRealPostgres)("a notification committed by any connection (LIS
     await app.stop()
     receiver.stop()
   }
-}, 30_000)
+}, 120_000)

@@ -35,7 +35,7 @@ describe("JSON nesting", () => {
     expect(jsonNestsDeeperThan(`{"a":"\\\\",${"\"b\":[".repeat(1)}${nested(70)}]}`)).toBe(true)
     const started = performance.now()
     expect(jsonNestsDeeperThan(`{"a":"${"x".repeat(1_000_000)}"}`)).toBe(false)
-    expect(performance.now() - started).toBeLessThan(200)
+    expect(performance.now() - started).toBeLessThan(2000) // linear: a few ms; a quadratic scan would take minutes
   })
 
   test("64 levels pass, 65 answer 400 with the operation's code, before authentication (signup included)", async () => {

@@ -99,12 +99,13 @@ describe("send", () => {
   })
 
   test("a receiver that does not answer in time fails the attempt at the timeout", async () => {
-    const slow = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Bun.sleep(3000).then(() => new Response("late")) })
+    const slow = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Bun.sleep(30_000).then(() => new Response("late")) })
     try {
       const started = performance.now()
       const outcome = await send(`http://127.0.0.1:${slow.port}/hook`, body, headers, { timeoutMs: 300, allowPrivateHosts: true })
       expect(outcome).toEqual({ ok: false, status: null, error: "timed out" })
-      expect(performance.now() - started).toBeLessThan(2000)
+      // the 300 ms timeout, not the receiver's 30 s, ends the wait (wide apart, for a loaded machine)
+      expect(performance.now() - started).toBeLessThan(10_000)
     } finally {
       slow.stop(true)
     }

@@ -107,7 +107,7 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
             return html(messagePage("Sign in", "Sign in with your organisation to answer this request.", where.choices.map((c) => ({ text: c.name, href: c.href }))))
           }
           const ceiling = gate.approval.scopeCeiling
-          const approvable = ceiling === null ? view.scopes : view.scopes.filter((s) => ceiling.includes(s))
+          const approvable = view.scopes.filter((s) => ceiling.includes(s))
           if (approvable.length === 0) {
             return html(messagePage("Not allowed", "None of the requested scopes is allowed for your groups. Nothing was shared."), 403)
           }

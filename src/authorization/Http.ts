@@ -103,7 +103,7 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
               Effect.catchAll((e) => Effect.succeed({ error: e.message } as const))
             )
             if ("error" in where) return html(messagePage("Sign-in unavailable", `Your organisation's sign-in cannot start: ${where.error}`), 502)
-            if ("location" in where) return seeOther(where.location)
+            if ("location" in where) return seeOther(where.location, { "set-cookie": where.browserCookie })
             return html(messagePage("Sign in", "Sign in with your organisation to answer this request.", where.choices.map((c) => ({ text: c.name, href: c.href }))))
           }
           const ceiling = gate.approval.scopeCeiling

@@ -25,7 +25,7 @@ export type ConsentGate =
   | { readonly kind: "signedIn"; readonly session: SsoSession; readonly approval: SsoApproval }
 
 export type SignIn =
-  | { readonly location: string }
+  | { readonly location: string; readonly browserCookie: string }
   | { readonly choices: ReadonlyArray<{ readonly name: string; readonly href: string }> }
 
 export interface SsoConsentService {
@@ -69,7 +69,7 @@ export const SsoConsentLive = Layer.effect(
         const enforcing = (yield* connections.list(developerId)).filter((c) => c.status === "active" && c.enforce)
         if (enforcing.length === 1) {
           const begun = yield* login.begin({ developerId, connectionId: enforcing[0]!.id, target: { kind: "consent", consentRequestId } })
-          return { location: begun.authorizeUrl }
+          return { location: begun.authorizeUrl, browserCookie: begun.browserCookie }
         }
         return {
           choices: enforcing.map((c) => ({

@@ -22,7 +22,7 @@ export type ConsentGate =
   | { readonly kind: "signIn" }
   /** signed in, as another principal */
   | { readonly kind: "mismatch"; readonly session: SsoSession }
-  | { readonly kind: "signedIn"; readonly session: SsoSession; readonly approval: SsoApproval }
+  | { readonly kind: "signedIn"; readonly session: SsoSession; readonly connectionName: string; readonly approval: SsoApproval }
 
 export type SignIn =
   | { readonly location: string; readonly browserCookie: string }
@@ -55,6 +55,7 @@ export const SsoConsentLive = Layer.effect(
         return {
           kind: "signedIn",
           session,
+          connectionName: connection?.name ?? "your organisation",
           approval: {
             sessionId: session.sessionId,
             developerId,

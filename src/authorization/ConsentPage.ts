@@ -31,10 +31,19 @@ const STYLE = `
   li strong { overflow-wrap: anywhere; }
   .expiry { color: var(--muted); font-size: .9rem; }
   .actions { display: flex; gap: .75rem; margin-top: 1.5rem; flex-wrap: wrap; }
-  button { font: inherit; padding: .6rem 1.2rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
+  button { font: inherit; min-height: 44px; padding: .6rem 1.2rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
   button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
   .notice { padding: .75rem; border-radius: 8px; border: 1px solid var(--line); }
   #passkey-status { color: var(--muted); min-height: 1.5em; }
+  /* a phone: the card fills the width, the facts stack, the answers are full-width tap targets */
+  @media (max-width: 30rem) {
+    main { margin: 0; padding: 1.25rem 1rem 1.5rem; border-width: 0 0 1px; border-radius: 0; }
+    .facts { grid-template-columns: 1fr; gap: 0; }
+    .facts dd { margin-bottom: .5rem; }
+    .facts dd:last-child { margin-bottom: 0; }
+    .actions { flex-direction: column; }
+    .actions form, .actions button { width: 100%; }
+  }
 `
 
 export interface Page {

@@ -46,10 +46,10 @@ export class SsoIdentities extends Context.Tag("agent-auth/SsoIdentities")<SsoId
 
 const refused = (message: string) => new SsoAuthFailed({ message })
 
-/** `sso:<connectionId>:<subject>` (a long subject by its hash: userName holds 256 characters) */
+/** `sso:<connectionId>:<subject>`; a long subject by its hash, so the name fits a principal id (200 characters) */
 export const jitName = (connectionId: string, subject: string) => {
   const name = `sso:${connectionId}:${subject}`
-  return name.length <= 256 && subject.trim() === subject ? name : `sso:${connectionId}:sha256:${sha256Hex(subject)}`
+  return name.length <= 200 && subject.trim() === subject ? name : `sso:${connectionId}:sha256:${sha256Hex(subject)}`
 }
 
 /** the identity's email when it may find or name a directory user: verified, and of one of the connection's domains */

@@ -54,6 +54,8 @@ import m0025 from "./0025_sso_saml.sql" with { type: "text" }
 import m0026 from "./0026_anomalies.sql" with { type: "text" }
 // @ts-ignore text import
 import m0027 from "./0027_anomaly_channels.sql" with { type: "text" }
+// @ts-ignore text import
+import m0030 from "./0030_sso_identity_trust.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -81,5 +83,6 @@ export const migrations: Record<string, string> = {
   "0024_sso": m0024,
   "0025_sso_saml": m0025,
   "0026_anomalies": m0026,
-  "0027_anomaly_channels": m0027
+  "0027_anomaly_channels": m0027,
+  "0030_sso_identity_trust": m0030
 }

@@ -71,7 +71,7 @@ import { PoliciesHttp } from "./policies/Http.ts"
 import { DirectoryPrincipalsLive } from "./directory/Principals.ts"
 import { PolicyEngineLive } from "./policies/Service.ts"
 import { SsoConnectionsHttp, SsoLoginHttp } from "./sso/Http.ts"
-import { PolicySsoFromSso, SsoLive } from "./sso/Live.ts"
+import { DirectorySessionsFromSso, PolicySsoFromSso, SsoLive } from "./sso/Live.ts"
 import { SamlHttp } from "./sso/saml/Http.ts"
 import { SystemHttp } from "./system/Http.ts"
 import { makeLeanPath } from "./system/Lean.ts"
@@ -112,6 +112,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     Layer.provideMerge(Base)
   )
   const Principals = PrincipalsLive.pipe(Layer.provide(GrantsLive))
+  // deprovisioning ends the person's sessions through the directory's port, which SSO provides (decisions §11, §12)
+  const Directory = DirectoryLive.pipe(Layer.provide(DirectorySessionsFromSso.pipe(Layer.provide(Principals))))
   const Capabilities = Layer.mergeAll(
     DevelopersServiceLive,
     AgentsLive,
@@ -127,12 +129,12 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     PasskeysLive,
     WebhooksLive,
     AnomalyChannelsLive,
-    DirectoryLive,
+    Directory,
     ComplianceLive,
     CredentialsLive,
     Principals,
     // SSO (decisions §12) writes the directory (JIT) and opens principal sessions (the permissions page)
-    SsoLive.pipe(Layer.provide(Layer.mergeAll(DirectoryLive, Principals, DirectoryPrincipalsLive))),
+    SsoLive.pipe(Layer.provide(Layer.mergeAll(Directory, Principals, DirectoryPrincipalsLive))),
     AnomaliesLive.pipe(Layer.provide(AgentsLive))
   ).pipe(
     // policies (and the directory, read through its service) are read by authorization, grants, bundles, the vault and

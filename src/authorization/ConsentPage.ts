@@ -18,17 +18,32 @@ const STYLE = `
   main { max-width: 34rem; margin: 3rem auto; padding: 2rem; background: var(--card); border: 1px solid var(--line); border-radius: 12px; }
   h1 { font-size: 1.35rem; margin: 0 0 .25rem; }
   .did { color: var(--muted); font-size: .85rem; word-break: break-all; margin: 0 0 1rem; }
-  .desc { margin: 0 0 1rem; }
+  .desc { margin: 0 0 1rem; overflow-wrap: anywhere; }
+  .facts { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1rem; margin: 0 0 1rem; padding: .75rem; border: 1px solid var(--line); border-radius: 8px; }
+  .facts dt { color: var(--muted); }
+  .facts dd { margin: 0; overflow-wrap: anywhere; }
+  .muted { color: var(--muted); font-size: .9rem; }
+  h1 { overflow-wrap: anywhere; }
   ul { padding: 0; list-style: none; margin: 1rem 0; }
   li { padding: .6rem .75rem; border: 1px solid var(--line); border-radius: 8px; margin-bottom: .5rem; }
   li strong { display: block; }
-  li code { color: var(--muted); font-size: .8rem; }
+  li code { color: var(--muted); font-size: .8rem; overflow-wrap: anywhere; }
+  li strong { overflow-wrap: anywhere; }
   .expiry { color: var(--muted); font-size: .9rem; }
   .actions { display: flex; gap: .75rem; margin-top: 1.5rem; flex-wrap: wrap; }
-  button { font: inherit; padding: .6rem 1.2rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
+  button { font: inherit; min-height: 44px; padding: .6rem 1.2rem; border-radius: 8px; border: 1px solid var(--line); background: transparent; color: var(--fg); cursor: pointer; }
   button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
   .notice { padding: .75rem; border-radius: 8px; border: 1px solid var(--line); }
   #passkey-status { color: var(--muted); min-height: 1.5em; }
+  /* a phone: the card fills the width, the facts stack, the answers are full-width tap targets */
+  @media (max-width: 30rem) {
+    main { margin: 0; padding: 1.25rem 1rem 1.5rem; border-width: 0 0 1px; border-radius: 0; }
+    .facts { grid-template-columns: 1fr; gap: 0; }
+    .facts dd { margin-bottom: .5rem; }
+    .facts dd:last-child { margin-bottom: 0; }
+    .actions { flex-direction: column; }
+    .actions form, .actions button { width: 100%; }
+  }
 `
 
 export interface Page {
@@ -77,12 +92,48 @@ const originOf = (uri: string | null) => {
   }
 }
 
-/** `notice`: a line above the scopes (who is signed in through SSO, what their groups allow) */
-export const consentPage = (view: ConsentView, options: { readonly notice?: string } = {}): Page => {
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+/** "24 Nov 2026, 10:05 UTC": the same text for everyone, whatever the server's locale */
+const when = (ms: number) => {
+  const d = new Date(ms)
+  const hm = `${String(d.getUTCHours()).padStart(2, "0")}:${String(d.getUTCMinutes()).padStart(2, "0")}`
+  return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}, ${hm} UTC`
+}
+
+const lasting = (seconds: number) => {
+  const days = Math.round(seconds / 86_400)
+  if (days >= 2) return `${days} days`
+  const hours = Math.round(seconds / 3600)
+  return hours >= 2 ? `${hours} hours` : `${Math.max(1, Math.round(seconds / 60))} minutes`
+}
+
+export interface ConsentPageOptions {
+  /** the clock's now: "until when" is counted from it */
+  readonly nowMs: number
+  /** who answers: the signed-in identity (SSO) when there is one, else the request's principal */
+  readonly signedInAs?: { readonly principalId: string; readonly connectionName: string }
+  /** a line above the scopes (what the person's groups allow) */
+  readonly notice?: string
+}
+
+/**
+ * Who asks (the developer's account and the agent, with its description), for whom (the principal,
+ * or the identity signed in through SSO), what (each scope with its meaning when the service knows
+ * one, else the scope itself) and until when. Everything the developer or a caller chose is escaped.
+ */
+export const consentPage = (view: ConsentView, options: ConsentPageOptions): Page => {
   const scopes = view.scopes
-    .map((s) => `<li><strong>${escape(view.scopeDescriptions[s] ?? s)}</strong><code>${escape(s)}</code></li>`)
+    .map((s) => {
+      const meaning = view.scopeDescriptions[s]
+      return meaning !== undefined && meaning !== s
+        ? `<li><strong>${escape(meaning)}</strong><code>${escape(s)}</code></li>`
+        : `<li><strong class="raw">${escape(s)}</strong></li>`
+    })
     .join("\n")
-  const expires = new Date(view.expiresAt).toUTCString()
+  const forWhom = options.signedInAs
+    ? `${escape(options.signedInAs.principalId)} <span class="muted">(signed in with ${escape(options.signedInAs.connectionName)})</span>`
+    : escape(view.principalId)
+  const until = options.nowMs + view.grantTtlSeconds * 1000
   const passkey = view.fidoRequired
     ? `<p class="notice">This service asks you to confirm with a passkey.</p>
 <div class="actions">
@@ -98,13 +149,18 @@ export const consentPage = (view: ConsentView, options: { readonly notice?: stri
     `Allow ${view.agentName}?`,
     `<h1>Allow <span id="agent-name">${escape(view.agentName)}</span> to act for you?</h1>
 <p class="did" id="agent-did">${escape(view.agentDid)}</p>
-${view.agentDescription ? `<p class="desc">${escape(view.agentDescription)}</p>` : ""}
+${view.agentDescription ? `<p class="desc" id="agent-description">${escape(view.agentDescription)}</p>` : ""}
+<dl class="facts">
+  <dt>Asked by</dt><dd id="developer-name">${escape(view.developerName)}</dd>
+  <dt>For</dt><dd id="for-whom">${forWhom}</dd>
+  <dt>Access until</dt><dd id="grant-until">${escape(when(until))} <span class="muted">(${escape(lasting(view.grantTtlSeconds))} after you approve)</span></dd>
+</dl>
 ${options.notice ? `<p class="notice" id="sso-notice">${escape(options.notice)}</p>` : ""}
-<p>It is asking for:</p>
+<p>It is asking to:</p>
 <ul id="scopes">
 ${scopes}
 </ul>
-<p class="expiry">This request expires ${escape(expires)}.</p>
+<p class="expiry" id="request-expiry">Answer before ${escape(when(Date.parse(view.expiresAt)))}; after that the request expires.</p>
 ${passkey}`,
     { script: view.fidoRequired, formTargets: originOf(view.redirectUri) }
   )

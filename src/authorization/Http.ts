@@ -1,7 +1,10 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
+import { Config } from "../Config.ts"
 import { Passkeys } from "../passkeys/Service.ts"
+import { fromAnotherSite } from "../platform/FormOrigin.ts"
+import { nowMillis } from "../platform/Time.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import {
   type AgentSuspended, type FidoRequired, type Forbidden, Gone, type NotFound, type PrincipalInactive, type PrincipalMismatch
@@ -26,6 +29,14 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
     const authorization = yield* Authorization
     const passkeys = yield* Passkeys
     const sso = yield* SsoConsent
+    const config = yield* Config
+
+    /** decisions §19: the consent page's forms answer only posts from the page itself */
+    const sameSiteForm = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+        fromAnotherSite(request, config.publicBaseUrl)
+          ? Effect.succeed(html(messagePage("Not allowed", "This answer was sent from another site, so it was refused. Nothing was shared or changed. (FORBIDDEN)"), 403))
+          : answer)
 
     /** the SSO sign-in of the person answering (decisions §12): only when the request's developer enforces SSO */
     const ssoApproval = (authRequestId: string) =>
@@ -63,7 +74,7 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
         Effect.gen(function*() {
           const view = yield* authorization.consent(path.id)
           if (view.status !== "pending") return yield* Effect.fail(new Gone({ message: `Authorization request ${view.status}` }))
-          const { redirectUri: _redirect, principalId: _principal, developerId: _developer, ...rest } = view
+          const { redirectUri: _redirect, principalId: _principal, developerId: _developer, developerName: _name, grantTtlSeconds: _ttl, ...rest } = view
           return rest
         }))
       .handle("approve", ({ path }) =>
@@ -91,7 +102,8 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
           // decisions §12: with SSO enforced, the person signs in at their provider first, and only the principal answers
           const http = yield* HttpServerRequest.HttpServerRequest
           const gate = yield* sso.gate(view.developerId, view.principalId, http.cookies[SESSION_COOKIE])
-          if (gate.kind === "open") return html(consentPage(view))
+          const nowMs = yield* nowMillis
+          if (gate.kind === "open") return html(consentPage(view, { nowMs }))
           if (gate.kind === "mismatch") {
             return html(messagePage("Not you", "You are signed in as someone else than the person this request is for. Nothing was shared. (PRINCIPAL_MISMATCH)"), 403)
           }
@@ -103,37 +115,39 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
               Effect.catchAll((e) => Effect.succeed({ error: e.message } as const))
             )
             if ("error" in where) return html(messagePage("Sign-in unavailable", `Your organisation's sign-in cannot start: ${where.error}`), 502)
-            if ("location" in where) return seeOther(where.location)
+            if ("location" in where) return seeOther(where.location, { "set-cookie": where.browserCookie })
             return html(messagePage("Sign in", "Sign in with your organisation to answer this request.", where.choices.map((c) => ({ text: c.name, href: c.href }))))
           }
           const ceiling = gate.approval.scopeCeiling
-          const approvable = ceiling === null ? view.scopes : view.scopes.filter((s) => ceiling.includes(s))
+          const approvable = view.scopes.filter((s) => ceiling.includes(s))
           if (approvable.length === 0) {
             return html(messagePage("Not allowed", "None of the requested scopes is allowed for your groups. Nothing was shared."), 403)
           }
           const dropped = view.scopes.length - approvable.length
           return html(consentPage({ ...view, scopes: approvable }, {
+            nowMs,
+            signedInAs: { principalId: gate.session.principalId, connectionName: gate.connectionName },
             notice: `Signed in as ${gate.session.principalId} through your organisation.${dropped > 0 ? ` ${dropped} requested scope(s) are outside what your groups allow and will not be granted.` : ""}`
           }))
         }).pipe(Effect.catchAll(unavailable)))
       .handle("approveForm", ({ payload }) =>
-        Effect.flatMap(ssoApproval(payload.req), (signedIn) => authorization.approveRequest(payload.req, { fidoVerified: false, sso: signedIn })).pipe(
+        sameSiteForm(Effect.flatMap(ssoApproval(payload.req), (signedIn) => authorization.approveRequest(payload.req, { fidoVerified: false, sso: signedIn })).pipe(
           Effect.map((a) =>
             a.redirectUri
               ? seeOther(redirectLocation(a.redirectUri, { code: a.code, state: a.state }))
               : html(messagePage("Approved", `Access approved. Your code is ${a.code}.`))
           ),
           Effect.catchAll(unavailable)
-        ))
+        )))
       .handle("denyForm", ({ payload }) =>
-        authorization.denyRequest(payload.req).pipe(
+        sameSiteForm(authorization.denyRequest(payload.req).pipe(
           Effect.map((d) =>
             d.redirectUri
               ? seeOther(redirectLocation(d.redirectUri, { error: "access_denied", state: d.state }))
               : html(messagePage("Denied", "You denied the request. Nothing was shared."))
           ),
           Effect.catchAll(unavailable)
-        ))
+        )))
       .handle("passkeyScript", () =>
         Effect.succeed(HttpServerResponse.text(PASSKEY_SCRIPT, {
           contentType: "text/javascript; charset=utf-8",

@@ -69,6 +69,10 @@ export interface ConsentView {
   readonly redirectUri: string | null
   readonly principalId: string
   readonly developerId: string
+  /** who asks: the developer's account name (the consent page names them) */
+  readonly developerName: string
+  /** how long access lasts once approved */
+  readonly grantTtlSeconds: number
 }
 
 export interface Approval {
@@ -234,9 +238,9 @@ export const AuthorizationServiceLive = Layer.effect(
     const consent: AuthorizationService["consent"] = (id) =>
       Effect.gen(function*() {
         const ms = yield* nowMillis
-        const rows = yield* sql<AuthRequestRecord & { agentName: string; agentDescription: string | null; fidoRequired: boolean }>`
-          SELECT r.id, r.developer_id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id,
-                 a.name AS agent_name, a.description AS agent_description, d.fido_required
+        const rows = yield* sql<AuthRequestRecord & { agentName: string; agentDescription: string | null; fidoRequired: boolean; developerName: string }>`
+          SELECT r.id, r.developer_id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id, r.grant_ttl_seconds,
+                 a.name AS agent_name, a.description AS agent_description, d.fido_required, d.name AS developer_name
           FROM auth_requests r JOIN agents a ON a.id = r.agent_id JOIN developers d ON d.id = r.developer_id
           WHERE r.id = ${id}`.pipe(Effect.orDie)
         const row = rows[0]
@@ -254,7 +258,9 @@ export const AuthorizationServiceLive = Layer.effect(
           fidoRequired: row.fidoRequired,
           redirectUri: row.redirectUri,
           principalId: row.principalId,
-          developerId: row.developerId
+          developerId: row.developerId,
+          developerName: row.developerName,
+          grantTtlSeconds: row.grantTtlSeconds
         }
       })
 

@@ -10,13 +10,14 @@ import { Forbidden, PrincipalMismatch } from "../platform/Errors.ts"
 /**
  * The principal signed in through SSO (decisions §12), as the consent page found them: required to
  * approve when the developer enforces SSO. `scopeCeiling` (the scopes their groups map to, with the
- * connection's defaults) caps what the approval grants; null when the connection maps no scopes.
+ * connection's defaults) caps what the approval grants: requested ∩ (mapped ∪ defaultScopes), so a
+ * connection that maps nothing grants nothing (decisions §12; "no mapping, no ceiling" widened it).
  */
 export interface SsoApproval {
   readonly sessionId: string
   readonly developerId: string
   readonly principalId: string
-  readonly scopeCeiling: ReadonlyArray<string> | null
+  readonly scopeCeiling: ReadonlyArray<string>
 }
 
 export const ssoBinding = (
@@ -30,7 +31,7 @@ export const ssoBinding = (
     if (sso.developerId !== request.developerId || sso.principalId !== request.principalId) {
       return yield* Effect.fail(new PrincipalMismatch({ message: "You are signed in as someone else than the person this request is for" }))
     }
-    const scopes = sso.scopeCeiling === null ? request.scopes : request.scopes.filter((s) => sso.scopeCeiling!.includes(s))
+    const scopes = request.scopes.filter((s) => sso.scopeCeiling.includes(s))
     if (scopes.length === 0) {
       return yield* Effect.fail(new Forbidden({ message: "None of the requested scopes is allowed for your groups" }))
     }

@@ -24,10 +24,11 @@ export interface DirectoryPrincipalsService {
   readonly describe: (developerId: string, principalId: string) => Effect.Effect<DirectoryPrincipal | undefined>
   readonly isInactive: (developerId: string, principalId: string) => Effect.Effect<boolean>
   /**
-   * SSO sign-in (decisions §12): the live directory user whose externalId equals `externalId`, else
-   * whose userName equals `userName` (case-insensitively, as SCIM compares it); undefined when none.
+   * SSO sign-in (decisions §12, revised): the live directory users whose userName or primary email
+   * equals `email` (case-insensitively). The caller has checked that the email is verified and in
+   * the connection's domains; nothing else (externalId, a NameID) ever finds a user.
    */
-  readonly findForSignIn: (developerId: string, keys: { readonly externalId: string; readonly userName: string | null }) => Effect.Effect<DirectoryPrincipal | undefined>
+  readonly findByVerifiedEmail: (developerId: string, email: string) => Effect.Effect<ReadonlyArray<string>>
   /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive */
   readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
   /** For the compliance summary: users in the directory, and those deprovisioned (inactive or deleted). */
@@ -64,15 +65,12 @@ export const DirectoryPrincipalsLive = Layer.effect(
           WHERE m.user_id = ${user.id} AND g.deleted_at IS NULL ORDER BY g.display_name, g.id LIMIT 1000`
         return { scimUserId: user.id, principalId, userName: user.userName, externalId: user.externalId, active: user.active, groups }
       }).pipe(Effect.orDie)
-    const findForSignIn: DirectoryPrincipalsService["findForSignIn"] = (developerId, keys) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<{ principalId: string; byExternalId: boolean }>`
-          SELECT principal_id, external_id = ${keys.externalId} AS by_external_id FROM scim_users
-          WHERE developer_id = ${developerId} AND deleted_at IS NULL
-            AND (external_id = ${keys.externalId} OR (${keys.userName}::text IS NOT NULL AND lower(user_name) = lower(${keys.userName}::text)))
-          ORDER BY (external_id = ${keys.externalId}) DESC NULLS LAST LIMIT 1`
-        return rows[0] === undefined ? undefined : yield* describe(developerId, rows[0].principalId)
-      }).pipe(Effect.orDie)
+    const findByVerifiedEmail: DirectoryPrincipalsService["findByVerifiedEmail"] = (developerId, email) =>
+      sql<{ principalId: string }>`
+        SELECT DISTINCT principal_id FROM scim_users
+        WHERE developer_id = ${developerId} AND deleted_at IS NULL
+          AND (lower(user_name) = lower(${email}) OR scim_primary_email(resource) = lower(${email}))
+        LIMIT 2`.pipe(Effect.map((rows) => rows.map((r) => r.principalId)), Effect.orDie)
     const counts: DirectoryPrincipalsService["counts"] = (developerId) =>
       sql<{ users: string | number; deprovisioned: string | number }>`
         SELECT count(*) FILTER (WHERE deleted_at IS NULL) AS users,
@@ -81,6 +79,6 @@ export const DirectoryPrincipalsLive = Layer.effect(
         Effect.map(([row]) => ({ users: Number(row?.users ?? 0), deprovisioned: Number(row?.deprovisioned ?? 0) })),
         Effect.orDie
       )
-    return { describe, isInactive, requireActive, findForSignIn, counts }
+    return { describe, isInactive, requireActive, findByVerifiedEmail, counts }
   })
 )

@@ -3,7 +3,8 @@
  * provision. Every change commits with its event and its `service.scim.*` audit entry; a user
  * deactivated (`active: false`) or deleted is deprovisioned in the same transaction: with
  * `deprovision: "revoke"`, the principal's pending consent requests are denied and every active
- * grant is revoked through the grants' one revocation path (cascade, bundles, grant.revoked).
+ * grant is revoked through the grants' one revocation path (cascade, bundles, grant.revoked); either
+ * way the person's SSO and principal sessions end (DirectorySessions, provided by SSO).
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer } from "effect"
@@ -19,6 +20,7 @@ import { BadRequest, Conflict, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { GroupsLive } from "./Groups.ts"
+import { DirectorySessions } from "./Ports.ts"
 import { patchUser, readPatchBody } from "./Patch.ts"
 import { isUniqueViolation, makeRepo, type UserRow, type UserValues } from "./Repo.ts"
 import { decodeUser, USER_ATTRIBUTES, type UserInput } from "./Resources.ts"
@@ -143,6 +145,7 @@ export const DirectoryServiceLive = Layer.effect(
     const grants = yield* Grants
     const authorization = yield* Authorization
     const passkeys = yield* Passkeys
+    const sessions = yield* DirectorySessions
     const repo = makeRepo(sql)
 
     const getSettings = (developerId: string) =>
@@ -221,11 +224,13 @@ export const DirectoryServiceLive = Layer.effect(
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
     /**
-     * With `deprovision: "revoke"`: pending requests denied first (an approval racing this waits on
-     * their lock), then the grants revoked and the passkeys removed (reactivation restores nothing).
+     * The person's sessions end whatever the setting (an inactive principal is not signed in). With
+     * `deprovision: "revoke"`: pending requests denied first (an approval racing this waits on their
+     * lock), then the grants revoked and the passkeys removed (reactivation restores nothing).
      */
     const deprovision = (developerId: string, row: UserRow, settings: Settings) =>
       Effect.gen(function*() {
+        yield* sessions.endForPrincipal(developerId, row.principalId)
         if (settings.deprovision !== "revoke") return [] as ReadonlyArray<string>
         yield* authorization.denyPendingForPrincipal(developerId, row.principalId)
         const revoked = yield* grants.revokePrincipal(developerId, row.principalId)

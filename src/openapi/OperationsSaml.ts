@@ -31,7 +31,7 @@ export const SAML_OPERATIONS: Record<string, OperationDoc> = {
     summary: "SAML assertion consumer service (browser form post)",
     description: "Public: where the identity provider's page posts the person's browser (`application/x-www-form-urlencoded` `SAMLResponse` and " +
       "`RelayState`, the state of `GET /sso/login`, single use, 10 minutes). Signed in: 303 to the consent page or the login's `redirect_uri` " +
-      "(with `sso_session`) and the `__Host-` session cookie. Refused: 303 to the same place with `error=access_denied`, no session. With nowhere " +
+      "(with `sso_session`) and the `__Host-` session cookie. Refused (also when the browser lacks the sign-in's pre-login cookie: login CSRF): 303 to the same place with `error=access_denied`, no session. With nowhere " +
       `to go back to, a page (200 signed in; 400 unknown, used or expired state, or no \`RelayState\`: IdP-initiated sign-in is not accepted; 401 refused; 502 the provider failed). Limited to 60 a minute per address, as \`GET /sso/login\`. ${RULES}`,
     request: { SAMLResponse: SAML_RESPONSE, RelayState: RELAY_STATE },
     response: "<!doctype html><html lang=\"en\">…</html>"

@@ -16,7 +16,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpAp
 import { Context, Schema } from "effect"
 import { AuditEntryView } from "../audit/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
-import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors, Unauthorized } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PrincipalInactive, PublicRouteErrors, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import type { PrincipalSession } from "./Service.ts"
 
@@ -69,6 +69,7 @@ export class PrincipalSessionsApi extends HttpApiGroup.make("principalSessions")
       }))
       .addSuccess(Schema.Struct({ sessionToken: Schema.String, dashboardUrl: Schema.String, expiresAt: Schema.String }), { status: 201 })
       .addError(BadRequest)
+      .addError(PrincipalInactive)
       .addError(BodyErrors)
       .annotate(RatePolicy, { routeLimit: 60, routeKey: "apiKey" })
   )

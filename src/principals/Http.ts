@@ -1,8 +1,10 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
 import { Api } from "../Api.ts"
 import { Passkeys } from "../passkeys/Service.ts"
+import { Config } from "../Config.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
+import { fromAnotherSite } from "../platform/FormOrigin.ts"
 import { Unauthorized } from "../platform/Errors.ts"
 import { pageParams } from "../platform/Pagination.ts"
 import { CurrentPrincipal, PrincipalAuthentication } from "./Api.ts"
@@ -67,13 +69,17 @@ export const PermissionsPageHttp = HttpApiBuilder.group(Api, "permissionsPage", 
   Effect.gen(function*() {
     const principals = yield* Principals
     const passkeys = yield* Passkeys
+    const config = yield* Config
 
     const expired = () =>
       html(messagePage("Link expired", "This link has expired or is not valid. Ask the application for a new one."), 401)
 
-    /** the page for a form's session token, or the expired page */
+    /** the page for a form's session token, or the expired page; a post another site sent is refused first (decisions §19) */
     const withSession = (token: string, f: (session: PrincipalSession) => Effect.Effect<HttpServerResponse.HttpServerResponse>) =>
-      Effect.flatMap(principals.resolve(token), (session) => session === undefined ? Effect.succeed(expired()) : f(session))
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        fromAnotherSite(request, config.publicBaseUrl)
+          ? Effect.succeed(html(messagePage("Not allowed", "This form was sent from another site, so it was refused. Nothing was changed. (FORBIDDEN)"), 403))
+          : Effect.flatMap(principals.resolve(token), (session) => session === undefined ? Effect.succeed(expired()) : f(session)))
 
     const listPage = (token: string, session: PrincipalSession, notice?: string) =>
       Effect.gen(function*() {

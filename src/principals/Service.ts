@@ -14,7 +14,8 @@ import { describeScope } from "../authorization/Scopes.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
 import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
-import { BadRequest, NotFound } from "../platform/Errors.ts"
+import { DirectoryPrincipals } from "../directory/Principals.ts"
+import { BadRequest, NotFound, type PrincipalInactive } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { type CursorPosition, toPage } from "../platform/Pagination.ts"
@@ -53,7 +54,7 @@ export interface PrincipalsService {
   readonly createSession: (
     developerId: string,
     input: { readonly principalId: string; readonly expiresIn?: string | undefined }
-  ) => Effect.Effect<{ sessionToken: string; dashboardUrl: string; expiresAt: string }, BadRequest>
+  ) => Effect.Effect<{ sessionToken: string; dashboardUrl: string; expiresAt: string }, BadRequest | PrincipalInactive>
   /** the live session a token names, or undefined (unknown, malformed or expired) */
   readonly resolve: (token: string) => Effect.Effect<PrincipalSession | undefined>
   readonly grants: (
@@ -71,6 +72,8 @@ export interface PrincipalsService {
   ) => Effect.Effect<{ grant: PrincipalGrant; delegated: Array<PrincipalGrant> } | undefined>
   /** revokes one of the principal's grants (and its descendants); NotFound for any other grant */
   readonly revoke: (session: PrincipalSession, grantId: string) => Effect.Effect<{ readonly revoked: ReadonlyArray<string> }, NotFound>
+  /** ends every session of a principal (deprovisioning), in the caller's transaction; how many were live */
+  readonly endSessions: (developerId: string, principalId: string) => Effect.Effect<number>
 }
 
 export class Principals extends Context.Tag("agent-auth/Principals")<Principals, PrincipalsService>() {}
@@ -126,6 +129,7 @@ export const PrincipalsLive = Layer.effect(
     const grants = yield* Grants
     const events = yield* Events
     const chain = yield* AuditChain
+    const directory = yield* DirectoryPrincipals
 
     const createSession: PrincipalsService["createSession"] = (developerId, input) =>
       Effect.gen(function*() {
@@ -136,6 +140,8 @@ export const PrincipalsLive = Layer.effect(
             details: [{ path: "expiresIn", message: "a duration of at most 24h" }]
           }))
         }
+        // decisions §12: a deprovisioned person gets no new session (deprovisioning ended the old ones)
+        yield* directory.requireActive(developerId, input.principalId)
         const ms = yield* nowMillis
         const sessionToken = `pst_${randomBytes(32).toString("base64url")}`
         const expiresAt = new Date(ms + seconds * 1000)
@@ -259,6 +265,15 @@ export const PrincipalsLive = Layer.effect(
         return { revoked }
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    return { createSession, resolve, grants: listGrants, grantTree, audit, revoke }
+    // an ended session is deleted: its token then answers 401 like an unknown one
+    const endSessions: PrincipalsService["endSessions"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql<{ expiresAt: Date }>`DELETE FROM principal_sessions
+                                WHERE developer_id = ${developerId} AND principal_id = ${principalId} RETURNING expires_at`
+        return rows.filter((r) => r.expiresAt.getTime() > ms).length
+      }).pipe(Effect.orDie)
+
+    return { createSession, resolve, grants: listGrants, grantTree, audit, revoke, endSessions }
   })
 )

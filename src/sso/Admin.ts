@@ -42,6 +42,7 @@ export const viewOf = (c: Connection, publicBaseUrl: string) => ({
       tokenEndpointAuthMethod: c.oidc.tokenEndpointAuthMethod,
       scopes: c.oidc.scopes,
       tenantMode: c.oidc.tenantMode,
+      ...(c.oidc.tenantMode === "entra-multi" ? { allowedTenants: [...c.oidc.allowedTenants] } : {}),
       hasClientSecret: c.hasClientSecret,
       redirectUri: oidcRedirectUri(publicBaseUrl)
     }
@@ -141,21 +142,24 @@ export const SsoAdminLive = Layer.effect(
         values.groupsClaim, JSON.stringify(values.groupMappings), [...values.defaultScopes], [...values.allowedRedirectUris],
         values.oidc?.issuerUrl ?? null, values.oidc?.clientId ?? null, secret, values.oidc?.tokenEndpointAuthMethod ?? null,
         values.oidc?.scopes ?? null, values.oidc?.tenantMode ?? null, values.saml?.idpEntityId ?? null, values.saml?.idpSsoUrl ?? null,
-        values.saml === null ? null : JSON.stringify(values.saml.idpCertificates), new Date(ms)
+        values.saml === null ? null : JSON.stringify(values.saml.idpCertificates), new Date(ms),
+        values.oidc === null ? null : [...values.oidc.allowedTenants]
       ]
       return insert
         ? sql.unsafe(
           `INSERT INTO sso_connections (id, developer_id, name, protocol, status, domains, jit_provisioning, enforce, groups_claim,
              group_mappings, default_scopes, allowed_redirect_uris, issuer_url, client_id, client_secret_ciphertext,
-             token_endpoint_auth_method, scopes, tenant_mode, idp_entity_id, idp_sso_url, idp_certificates, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21::jsonb, $22, $22)`,
+             token_endpoint_auth_method, scopes, tenant_mode, idp_entity_id, idp_sso_url, idp_certificates, created_at, updated_at,
+             allowed_tenants)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21::jsonb, $22, $22, $23)`,
           params as any
         )
         : sql.unsafe(
           `UPDATE sso_connections SET name = $3, protocol = $4, status = $5, domains = $6, jit_provisioning = $7, enforce = $8, groups_claim = $9,
              group_mappings = $10::jsonb, default_scopes = $11, allowed_redirect_uris = $12, issuer_url = $13, client_id = $14,
              client_secret_ciphertext = COALESCE($15, client_secret_ciphertext), token_endpoint_auth_method = $16, scopes = $17,
-             tenant_mode = $18, idp_entity_id = $19, idp_sso_url = $20, idp_certificates = $21::jsonb, updated_at = $22
+             tenant_mode = $18, idp_entity_id = $19, idp_sso_url = $20, idp_certificates = $21::jsonb, updated_at = $22,
+             allowed_tenants = $23
            WHERE id = $1 AND developer_id = $2`,
           params as any
         )

@@ -22,6 +22,8 @@ export interface OidcSettings {
   /** space-separated, always containing openid */
   readonly scopes: string
   readonly tenantMode: TenantMode
+  /** entra-multi: the Entra tenant ids (`tid`) whose people may sign in; empty for single */
+  readonly allowedTenants: ReadonlyArray<string>
 }
 
 export interface SamlSettings {
@@ -81,6 +83,7 @@ export interface ConnectionRow extends Omit<ConnectionFields, "groupMappings"> {
   readonly tokenEndpointAuthMethod: string | null
   readonly scopes: string | null
   readonly tenantMode: string | null
+  readonly allowedTenants: ReadonlyArray<string> | null
   readonly idpEntityId: string | null
   readonly idpSsoUrl: string | null
   readonly idpCertificates: unknown
@@ -90,7 +93,7 @@ export interface ConnectionRow extends Omit<ConnectionFields, "groupMappings"> {
 
 export const CONNECTION_COLUMNS = `id, developer_id, name, protocol, status, domains, jit_provisioning, enforce, groups_claim,
   group_mappings, default_scopes, allowed_redirect_uris, issuer_url, client_id, client_secret_ciphertext,
-  token_endpoint_auth_method, scopes, tenant_mode, idp_entity_id, idp_sso_url, idp_certificates, created_at, updated_at`
+  token_endpoint_auth_method, scopes, tenant_mode, allowed_tenants, idp_entity_id, idp_sso_url, idp_certificates, created_at, updated_at`
 
 const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
 
@@ -113,7 +116,8 @@ export const toConnection = (row: ConnectionRow): Connection => ({
       clientId: row.clientId!,
       tokenEndpointAuthMethod: (row.tokenEndpointAuthMethod ?? "client_secret_basic") as TokenEndpointAuthMethod,
       scopes: row.scopes ?? "openid email profile",
-      tenantMode: (row.tenantMode ?? "single") as TenantMode
+      tenantMode: (row.tenantMode ?? "single") as TenantMode,
+      allowedTenants: [...(row.allowedTenants ?? [])]
     }
     : null,
   saml: row.protocol === "saml"

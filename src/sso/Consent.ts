@@ -1,8 +1,8 @@
 /**
  * What SSO is for (decisions §12): with an `enforce` connection, the consent page sends the person
  * to their identity provider first, and only the request's principal, signed in through SSO with
- * this developer, may approve, for at most the scopes their groups map to (with the connection's
- * defaults). `gate` tells the consent routes where a request stands; the approval itself is checked
+ * this developer, may approve, for at most the scopes their groups map to with the connection's
+ * defaults (requested ∩ (mapped ∪ defaultScopes); a connection that maps nothing grants nothing). `gate` tells the consent routes where a request stands; the approval itself is checked
  * again inside the authorization service's transaction (SsoApproval). `PolicySsoLive` answers the
  * policies' questions (is SSO enforced; is the principal signed in: `principal.ssoVerified`).
  */
@@ -22,10 +22,10 @@ export type ConsentGate =
   | { readonly kind: "signIn" }
   /** signed in, as another principal */
   | { readonly kind: "mismatch"; readonly session: SsoSession }
-  | { readonly kind: "signedIn"; readonly session: SsoSession; readonly approval: SsoApproval }
+  | { readonly kind: "signedIn"; readonly session: SsoSession; readonly connectionName: string; readonly approval: SsoApproval }
 
 export type SignIn =
-  | { readonly location: string }
+  | { readonly location: string; readonly browserCookie: string }
   | { readonly choices: ReadonlyArray<{ readonly name: string; readonly href: string }> }
 
 export interface SsoConsentService {
@@ -51,16 +51,16 @@ export const SsoConsentLive = Layer.effect(
         if (session === undefined || session.developerId !== developerId) return { kind: "signIn" } as const
         if (session.principalId !== principalId) return { kind: "mismatch", session } as const
         const connection = yield* connections.find(developerId, session.connectionId)
-        // a connection that maps no scopes caps nothing; otherwise the groups' scopes and the defaults are the ceiling
-        const maps = connection !== undefined && (Object.keys(connection.groupMappings).length > 0 || connection.defaultScopes.length > 0)
+        // the groups' scopes and the defaults are the ceiling, mapping or not (a removed connection grants nothing)
         return {
           kind: "signedIn",
           session,
+          connectionName: connection?.name ?? "your organisation",
           approval: {
             sessionId: session.sessionId,
             developerId,
             principalId: session.principalId,
-            scopeCeiling: maps ? mappedScopesOf(connection!, session.groups) : null
+            scopeCeiling: connection === undefined ? [] : mappedScopesOf(connection, session.groups)
           }
         } as const
       })
@@ -70,7 +70,7 @@ export const SsoConsentLive = Layer.effect(
         const enforcing = (yield* connections.list(developerId)).filter((c) => c.status === "active" && c.enforce)
         if (enforcing.length === 1) {
           const begun = yield* login.begin({ developerId, connectionId: enforcing[0]!.id, target: { kind: "consent", consentRequestId } })
-          return { location: begun.authorizeUrl }
+          return { location: begun.authorizeUrl, browserCookie: begun.browserCookie }
         }
         return {
           choices: enforcing.map((c) => ({

@@ -4,7 +4,7 @@
  * redirect, with the `__Host-` session cookie) or, refused, 303 with `error=access_denied`; the
  * JSON callback answers the session or 401 SSO_AUTH_FAILED / 502 SSO_ERROR.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { htmlResponse as htmlPage, messagePage, seeOther } from "../authorization/ConsentPage.ts"
@@ -81,10 +81,12 @@ export const SsoLoginHttp = HttpApiBuilder.group(Api, "ssoLogin", (handlers) =>
             loginHint: urlParams.login_hint,
             ...(urlParams.consent ? { target: { kind: "consent" as const, consentRequestId: urlParams.consent } } : {})
           })
+          const cookie = { "set-cookie": begun.browserCookie }
           if (mode === "redirect" || urlParams.consent) {
-            return HttpServerResponse.empty({ status: 302, headers: { location: begun.authorizeUrl, ...NO_STORE } })
+            return HttpServerResponse.empty({ status: 302, headers: { location: begun.authorizeUrl, ...NO_STORE, ...cookie } })
           }
-          return begun
+          const { browserCookie: _cookie, ...answer } = begun
+          return yield* HttpServerResponse.json(answer, { headers: { ...NO_STORE, ...cookie } }).pipe(Effect.orDie)
         }))
       .handle("oidcCallback", ({ urlParams }) =>
         Effect.gen(function*() {
@@ -92,6 +94,11 @@ export const SsoLoginHttp = HttpApiBuilder.group(Api, "ssoLogin", (handlers) =>
           const taken = yield* Effect.either(login.takeState(urlParams.state))
           if (taken._tag === "Left") return browserStateless(taken.left.message)
           const loginState = taken.right
+          // login CSRF: an answer carried by a browser that did not start this sign-in opens no session in it
+          const http = yield* HttpServerRequest.HttpServerRequest
+          if (!login.startedHere(loginState, http.cookies)) {
+            return yield* browserRefused(login, loginState, new SsoAuthFailed({ message: "The sign-in was started in another browser" }))
+          }
           if (urlParams.error !== undefined || !urlParams.code) {
             return yield* browserRefused(login, loginState, new SsoAuthFailed({ message: `The identity provider answered ${urlParams.error ?? "without a code"}` }))
           }
@@ -121,6 +128,6 @@ export const SsoLoginHttp = HttpApiBuilder.group(Api, "ssoLogin", (handlers) =>
           }
           const begun = yield* login.begin({ developerId: urlParams.org, connectionId: chosen.id, target: { kind: "permissions" } }).pipe(Effect.either)
           if (begun._tag === "Left") return htmlPage(messagePage("Sign-in unavailable", begun.left.message), 502)
-          return seeOther(begun.right.authorizeUrl)
+          return seeOther(begun.right.authorizeUrl, { "set-cookie": begun.right.browserCookie })
         }))
   }))

@@ -1,10 +1,12 @@
 /**
- * Which principal an identity provider's user is (decisions §12). The identity key is the
- * provider's (issuer, subject) under one connection, never the email. A known identity keeps the
- * principal it was linked to; a new one maps to the directory user whose externalId equals the
- * subject, else whose userName equals the verified email, else (with JIT provisioning) to a new
- * directory user created through the directory's own service (so it is provisioned like any SCIM
- * user: event, audit entry, principalId from the §11 attribute). A deactivated principal is refused.
+ * Which principal an identity provider's user is (decisions §12, revised). The identity key is
+ * (connection, issuer, subject), never the email, and a linked identity keeps its directory user.
+ * A first sign-in links to an existing directory user only through an email the provider verified
+ * whose domain is one of this connection's `domains` (a domain belongs to one active connection of
+ * the developer, so no other provider can assert it), equal to the user's userName or primary email.
+ * Nothing else links: not the subject against externalId, not a NameID against userName. Otherwise
+ * JIT provisioning creates a directory user named by that email, else `sso:<connectionId>:<subject>`,
+ * a name no other provider and no bare principal id can hold. A deactivated principal is refused.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
@@ -12,6 +14,7 @@ import { Directory } from "../directory/Service.ts"
 import { DirectoryPrincipals } from "../directory/Principals.ts"
 import { URN } from "../directory/Scim.ts"
 import { SsoAuthFailed } from "../platform/Errors.ts"
+import { sha256Hex } from "../platform/Hash.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import type { Connection } from "./Connections.ts"
@@ -23,7 +26,7 @@ export interface SsoIdentity {
   readonly issuer: string
   /** OIDC `sub`; SAML the NameID */
   readonly subject: string
-  /** only an email the provider vouches for (OIDC `email_verified: true`); else null */
+  /** only an email the provider vouches for (OIDC `email_verified: true`; SAML an in-domain attribute); else null */
   readonly email: string | null
   readonly emailVerified: boolean
   readonly groups: ReadonlyArray<string>
@@ -43,6 +46,22 @@ export class SsoIdentities extends Context.Tag("agent-auth/SsoIdentities")<SsoId
 
 const refused = (message: string) => new SsoAuthFailed({ message })
 
+/** `sso:<connectionId>:<subject>`; a long subject by its hash, so the name fits a principal id (200 characters) */
+export const jitName = (connectionId: string, subject: string) => {
+  const name = `sso:${connectionId}:${subject}`
+  return name.length <= 200 && subject.trim() === subject ? name : `sso:${connectionId}:sha256:${sha256Hex(subject)}`
+}
+
+/** the identity's email when it may find or name a directory user: verified, and of one of the connection's domains */
+export const trustedEmail = (connection: Pick<Connection, "domains">, identity: Pick<SsoIdentity, "email" | "emailVerified">) => {
+  if (identity.email === null || identity.emailVerified !== true) return null
+  const email = identity.email.trim().toLowerCase()
+  const at = email.lastIndexOf("@")
+  if (at <= 0) return null
+  const domain = email.slice(at + 1)
+  return connection.domains.some((d) => d.toLowerCase() === domain) ? email : null
+}
+
 export const SsoIdentitiesLive = Layer.effect(
   SsoIdentities,
   Effect.gen(function*() {
@@ -50,14 +69,14 @@ export const SsoIdentitiesLive = Layer.effect(
     const directory = yield* Directory
     const principals = yield* DirectoryPrincipals
 
-    /** a new directory user for this identity (JIT): userName = the verified email, else the subject */
-    const provision = (connection: Connection, identity: SsoIdentity) =>
+    /** a new directory user for this identity (JIT), named so that it cannot be another principal */
+    const provision = (connection: Connection, identity: SsoIdentity, email: string | null) =>
       directory.createUser(connection.developerId, {
         schemas: [URN.user],
-        userName: identity.email ?? identity.subject,
-        externalId: identity.subject,
+        userName: email ?? jitName(connection.id, identity.subject),
+        externalId: jitName(connection.id, identity.subject),
         active: true,
-        ...(identity.email !== null ? { emails: [{ value: identity.email, primary: true, type: "work" }] } : {})
+        ...(email !== null ? { emails: [{ value: email, primary: true, type: "work" }] } : {})
       }).pipe(
         Effect.map((row) => row.principalId),
         Effect.catchTag("ScimError", (e) =>
@@ -80,15 +99,18 @@ export const SsoIdentitiesLive = Layer.effect(
           // a linked principal whose directory user was deleted is looked up again (it may be provisioned anew)
           if (user !== undefined || !(yield* hasDirectory(developerId))) principalId = link.principalId
         }
-        if (principalId === undefined) {
-          const found = yield* principals.findForSignIn(developerId, { externalId: identity.subject, userName: identity.email })
-          if (found !== undefined) principalId = found.principalId
+        // only a verified email of one of this connection's domains speaks for a person (never another provider's)
+        const email = trustedEmail(connection, identity)
+        if (principalId === undefined && email !== null) {
+          const found = yield* principals.findByVerifiedEmail(developerId, email)
+          if (found.length > 1) return yield* Effect.fail(refused("Several directory users hold this email: ask an administrator"))
+          principalId = found[0]
         }
         if (principalId === undefined) {
           if (!connection.jitProvisioning) {
             return yield* Effect.fail(refused("This person is not in the directory and the connection does not provision users"))
           }
-          principalId = yield* provision(connection, identity)
+          principalId = yield* provision(connection, identity, email)
           provisioned = true
         }
         if (yield* principals.isInactive(developerId, principalId)) {

@@ -33,6 +33,7 @@ export interface ConnectionInput extends SamlInput {
   readonly tokenEndpointAuthMethod?: string | undefined
   readonly scopes?: string | undefined
   readonly tenantMode?: string | undefined
+  readonly allowedTenants?: ReadonlyArray<string> | undefined
 }
 
 /** What a create or a patch writes (every field resolved against the stored connection). */
@@ -145,5 +146,27 @@ const oidcValues = (input: ConnectionInput, current: OidcSettings | null, allowP
     }
     const tenantMode = input.tenantMode ?? current?.tenantMode ?? "single"
     if (tenantMode !== "single" && tenantMode !== "entra-multi") return yield* Effect.fail(bad("tenantMode", "must be single or entra-multi"))
-    return { issuerUrl, clientId, tokenEndpointAuthMethod: method, scopes: [...new Set(scopes)].join(" "), tenantMode } satisfies OidcSettings
+    const allowedTenants = yield* tenantsOf(tenantMode, input.allowedTenants ?? (input.tenantMode === undefined || input.tenantMode === current?.tenantMode ? current?.allowedTenants : undefined))
+    return { issuerUrl, clientId, tokenEndpointAuthMethod: method, scopes: [...new Set(scopes)].join(" "), tenantMode, allowedTenants } satisfies OidcSettings
   })
+
+/** an Entra tenant id: a GUID as Entra issues them (the `tid` claim) */
+const TENANT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** entra-multi takes people of the listed tenants only (1-100 tenant ids); single takes none (its issuer is one tenant) */
+const tenantsOf = (tenantMode: "single" | "entra-multi", input: ReadonlyArray<string> | undefined) => {
+  if (tenantMode === "single") {
+    return input === undefined || input.length === 0
+      ? Effect.succeed<ReadonlyArray<string>>([])
+      : Effect.fail(bad("allowedTenants", "only with tenantMode entra-multi"))
+  }
+  if (input === undefined || input.length === 0) {
+    return Effect.fail(bad("allowedTenants", "is required with tenantMode entra-multi: the Entra tenant ids whose people may sign in"))
+  }
+  if (input.length > 100) return Effect.fail(bad("allowedTenants", "at most 100 tenant ids"))
+  const tenants = [...new Set(input.map((t) => t.trim().toLowerCase()))]
+  const wrong = tenants.find((t) => !TENANT.test(t))
+  return wrong === undefined
+    ? Effect.succeed<ReadonlyArray<string>>(tenants)
+    : Effect.fail(bad("allowedTenants", `${wrong.slice(0, 60)} is not an Entra tenant id (a GUID)`))
+}

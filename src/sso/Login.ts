@@ -50,12 +50,15 @@ export interface SsoSessionResult {
 }
 
 export interface SsoLoginService {
+  /** also the Set-Cookie value of the pre-login cookie every browser answer that starts the sign-in sets (login CSRF) */
   readonly begin: (input: BeginInput) => Effect.Effect<
-    { authorizeUrl: string; protocol: "oidc" | "saml"; connectionId: string },
+    { authorizeUrl: string; protocol: "oidc" | "saml"; connectionId: string; browserCookie: string },
     BadRequest | NotFound | DomainNotConfigured | InvalidRedirectUri | SsoError
   >
   /** the stored state, removed (single use); SSO_AUTH_FAILED when unknown, used or older than 10 minutes */
   readonly takeState: (state: string) => Effect.Effect<LoginState, SsoAuthFailed>
+  /** whether the browser's cookies carry the pre-login cookie of this state (the browser that started it) */
+  readonly startedHere: (loginState: LoginState, cookies: Readonly<Record<string, string>>) => boolean
   /** the connection a state was made for (live and active), else SSO_AUTH_FAILED */
   readonly connectionOf: (loginState: LoginState) => Effect.Effect<Connection, SsoAuthFailed>
   readonly complete: (loginState: LoginState, identity: SsoIdentity) => Effect.Effect<SsoSessionResult, SsoAuthFailed>
@@ -137,12 +140,12 @@ export const SsoLoginLive = Layer.effect(
           const nonce = randomBytes(32).toString("base64url")
           const made = yield* oidc.authorizationUrl(connection, { state, nonce, loginHint: input.loginHint })
           yield* states.put({ ...common, state, nonce, codeVerifier: made.codeVerifier, requestId: null })
-          return { authorizeUrl: made.url, protocol: "oidc" as const, connectionId: connection.id }
+          return { authorizeUrl: made.url, protocol: "oidc" as const, connectionId: connection.id, browserCookie: states.browserCookie(state, "oidc") }
         }
         // SAML: RelayState = state; the AuthnRequest ID is kept with it for InResponseTo
         const request = yield* saml.authorizeUrl(connection, { state, loginHint: input.loginHint })
         yield* states.put({ ...common, state, nonce: null, codeVerifier: null, requestId: request.requestId })
-        return { authorizeUrl: request.url, protocol: "saml" as const, connectionId: connection.id }
+        return { authorizeUrl: request.url, protocol: "saml" as const, connectionId: connection.id, browserCookie: states.browserCookie(state, "saml") }
       })
 
     const takeState: SsoLoginService["takeState"] = (state) =>
@@ -178,7 +181,8 @@ export const SsoLoginLive = Layer.effect(
           return made
         })).pipe(Effect.orDie)
         const dashboardUrl = loginState.target?.kind === "permissions"
-          ? (yield* principals.createSession(connection.developerId, { principalId: resolved.principalId }).pipe(Effect.orDie)).dashboardUrl
+          ? (yield* principals.createSession(connection.developerId, { principalId: resolved.principalId }).pipe(
+              Effect.catchTag("PrincipalInactive", (e) => Effect.fail(new SsoAuthFailed({ message: e.message }))), Effect.catchTag("BadRequest", Effect.die))).dashboardUrl
           : null
         return {
           sessionId: made.session.sessionId,
@@ -211,6 +215,8 @@ export const SsoLoginLive = Layer.effect(
         ? withParams(loginState.redirectUri, { error: "access_denied" })
         : null
 
-    return { begin, takeState, connectionOf, complete, sessionCookie, redirectLocation, refusedLocation }
+    const startedHere: SsoLoginService["startedHere"] = (loginState, cookies) => states.carriedBy(loginState.state, cookies)
+
+    return { begin, takeState, startedHere, connectionOf, complete, sessionCookie, redirectLocation, refusedLocation }
   })
 )

@@ -11,7 +11,10 @@
  * applies to any connection with `tenantMode: "entra-multi"`. ID token rules: asymmetric
  * signatures only, verified against the provider's JWKS; `iss` the discovery issuer (or the
  * template with the token's `tid`); `aud` contains the client id and `azp` equals it when `aud`
- * has several values; 60 s skew against the service's Clock; the nonce matches.
+ * has several values; 60 s skew against the service's Clock (an `iat` further in the future is
+ * refused too, which oauth4webapi does not check); the nonce matches; for entra-multi the token's
+ * `tid` is one of the connection's `allowedTenants`. An email counts only when `email_verified` is
+ * the JSON boolean true (never the string "true").
  */
 import { Context, Effect, Layer } from "effect"
 import * as oauth from "oauth4webapi"
@@ -207,6 +210,13 @@ export const OidcClientLive = Layer.effect(
           if (!ASYMMETRIC.has(alg)) throw new oauth.UnsupportedOperationError(`ID token signed with ${alg}: only asymmetric algorithms are accepted`)
           await oauth.validateApplicationLevelSignature(as, response, io)
           const claims = oauth.getValidatedIdTokenClaims(result)! as unknown as Record<string, unknown>
+          if (typeof claims.iat === "number" && claims.iat > Math.floor(ms / 1000) + CLOCK_TOLERANCE_SECONDS) {
+            throw new oauth.UnsupportedOperationError("iat is in the future beyond the 60 s skew")
+          }
+          // entra-multi: any Entra tenant can sign a valid token for a multi-tenant app; only the listed ones count
+          if (oidc.tenantMode === "entra-multi" && !(typeof claims.tid === "string" && oidc.allowedTenants.includes(claims.tid.toLowerCase()))) {
+            throw new oauth.UnsupportedOperationError("the token's tid is not one of the connection's allowedTenants")
+          }
           // several audiences: azp must name us (oauth4webapi checks it too when azp is present)
           if (Array.isArray(claims.aud) && claims.aud.length > 1 && claims.azp !== oidc.clientId) {
             throw new oauth.UnsupportedOperationError("aud has several values and azp is not the client id")
@@ -226,7 +236,8 @@ export const OidcClientLive = Layer.effect(
         const { claims, overage } = yield* Effect.tryPromise({ try: run, catch: classify }).pipe(
           Effect.timeoutFail({ duration: 3 * OIDC_TIMEOUT_MS, onTimeout: () => providerError("timed out") })
         )
-        const emailVerified = claims.email_verified === true || claims.email_verified === "true"
+        // strictly the JSON boolean: a provider that lets users edit claims may send the string "true"
+        const emailVerified = claims.email_verified === true
         const email = emailVerified && typeof claims.email === "string" && claims.email.includes("@") ? claims.email.toLowerCase() : null
         // Google Workspace: the hosted domain must be one of the connection's domains when they are set
         if (connection.domains.length > 0) {

@@ -48,6 +48,8 @@ export interface SsoSessionsService {
   readonly verified: (developerId: string, principalId: string) => Effect.Effect<boolean>
   readonly list: (developerId: string, page: { limit: number; cursor: CursorPosition | undefined }) => Effect.Effect<{ sessions: Array<SessionView>; nextCursor: string | null }>
   readonly remove: (developerId: string, sessionId: string) => Effect.Effect<void, NotFound>
+  /** ends every live session of a principal (deprovisioning), in the caller's transaction; how many */
+  readonly endForPrincipal: (developerId: string, principalId: string) => Effect.Effect<number>
 }
 
 export class SsoSessions extends Context.Tag("agent-auth/SsoSessions")<SsoSessions, SsoSessionsService>() {}
@@ -147,7 +149,16 @@ export const SsoSessionsLive = Layer.effect(
         if (rows.length === 0) return yield* Effect.fail(new NotFound({ message: "SSO session not found" }))
       })
 
-    return { create, current, verified, list, remove }
+    const endForPrincipal: SsoSessionsService["endForPrincipal"] = (developerId, principalId) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const rows = yield* sql`UPDATE sso_sessions SET revoked_at = ${new Date(ms)}
+                                WHERE developer_id = ${developerId} AND principal_id = ${principalId}
+                                  AND revoked_at IS NULL AND expires_at > ${new Date(ms)} RETURNING id`
+        return rows.length
+      }).pipe(Effect.orDie)
+
+    return { create, current, verified, list, remove, endForPrincipal }
   })
 )
 

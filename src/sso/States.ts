@@ -5,15 +5,21 @@
  * (REDIS_URL=memory://) in `sso_login_states`, taken with DELETE … RETURNING. Either way the
  * expiry is checked against the service's Clock (so TestClock moves it), and the stored key is an
  * HMAC of the state under SSO_STATE_SECRET, so whoever reads the store cannot replay a state.
+ *
+ * Browser binding (login CSRF): the answer that starts a sign-in sets a `__Host-` pre-login cookie
+ * whose name and value are HMACs of the state, so only the browser that started this sign-in
+ * carries it (nobody else can compute it, and `__Host-` cannot be set by another host); a browser
+ * callback without it is refused. One cookie per state, so two sign-ins in two tabs both work.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { createHmac, randomBytes } from "node:crypto"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { Config } from "../Config.ts"
 import { Counters } from "../platform/Counters.ts"
 import { nowMillis } from "../platform/Time.ts"
 
 export const STATE_TTL_MS = 10 * 60 * 1000
+export const PRE_LOGIN_COOKIE_PREFIX = "__Host-aas_login_"
 
 /** Where the browser goes once signed in. */
 export type LoginTarget =
@@ -45,6 +51,10 @@ export interface LoginStatesService {
   readonly put: (record: NewLoginState) => Effect.Effect<LoginState>
   /** the record, removed (single use); undefined when unknown, used or expired */
   readonly take: (state: string) => Effect.Effect<LoginState | undefined>
+  /** the Set-Cookie value binding this state to the browser that receives it */
+  readonly browserCookie: (state: string, protocol: "oidc" | "saml") => string
+  /** whether a request's cookies carry the state's pre-login cookie */
+  readonly carriedBy: (state: string, cookies: Readonly<Record<string, string>>) => boolean
 }
 
 export class LoginStates extends Context.Tag("agent-auth/SsoLoginStates")<LoginStates, LoginStatesService>() {}
@@ -113,6 +123,21 @@ export const LoginStatesLive = Layer.effect(
         }, ms)
       }).pipe(Effect.orDie)
 
-    return { put, take }
+    const mac = (purpose: string, state: string) => createHmac("sha256", config.sso.stateSecret).update(`${purpose}|${state}`).digest("base64url")
+    const cookieName = (state: string) => PRE_LOGIN_COOKIE_PREFIX + mac("name", state).slice(0, 16)
+
+    const browserCookie: LoginStatesService["browserCookie"] = (state, protocol) =>
+      // SAML answers with the IdP's cross-site form post, which never carries a SameSite=Lax cookie
+      `${cookieName(state)}=${mac("browser", state)}; Path=/; Max-Age=${STATE_TTL_MS / 1000}; HttpOnly; Secure; SameSite=${protocol === "saml" ? "None" : "Lax"}`
+
+    const carriedBy: LoginStatesService["carriedBy"] = (state, cookies) => {
+      const carried = cookies[cookieName(state)]
+      if (carried === undefined) return false
+      const expected = Buffer.from(mac("browser", state))
+      const got = Buffer.from(carried)
+      return got.length === expected.length && timingSafeEqual(got, expected)
+    }
+
+    return { put, take, browserCookie, carriedBy }
   })
 )

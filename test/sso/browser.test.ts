@@ -9,7 +9,7 @@ import { type Browser, chromium } from "playwright-core"
 import type { TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 import { type Idp, startIdp } from "../support/oidc-idp.ts"
-import { createConnection, oidcConnection, startSsoApp } from "./helpers.ts"
+import { createConnection, oidcConnection, preLoginCookie, startSsoApp } from "./helpers.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -37,7 +37,7 @@ beforeAll(async () => {
     ]
   })
   dev = await app.signup()
-  await createConnection(app, dev.apiKey, oidcConnection(idp, { enforce: true, groupsClaim: "groups", groupMappings: { engineering: ["email:read"] } }))
+  await createConnection(app, dev.apiKey, oidcConnection(idp, { enforce: true, domains: ["example.com"], groupsClaim: "groups", groupMappings: { engineering: ["email:read"] } }))
   agentId = await createAgent(app, dev.developerId, ["email:read", "files:write"], "Inbox Butler")
   agentApp = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("<!doctype html><title>back in the app</title><p>done</p>", { headers: { "content-type": "text/html" } }) })
   callback = `http://127.0.0.1:${agentApp.port}/callback`
@@ -74,7 +74,9 @@ describe("SSO at consent in Chromium", () => {
     await page.goto(auth.consentUrl)
     await signIn(page, "00u-alice")
     const cookies = await context.cookies(base)
-    expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, secure: c.secure, sameSite: c.sameSite }))).toEqual([
+    // the session, and the pre-login cookie of the sign-in (login CSRF binding; it lapses after 10 minutes)
+    expect(cookies.map((c) => ({ name: c.name.replace(/^(__Host-aas_login_).+$/, "$1…"), httpOnly: c.httpOnly, secure: c.secure, sameSite: c.sameSite })).sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: "__Host-aas_login_…", httpOnly: true, secure: true, sameSite: "Lax" },
       { name: "__Host-aas_sso", httpOnly: true, secure: true, sameSite: "Lax" }
     ])
     expect(await page.locator("#sso-notice").textContent()).toContain("Signed in as alice@example.com")
@@ -108,6 +110,26 @@ describe("SSO at consent in Chromium", () => {
     expect(await page.locator("#approve").count()).toBe(0)
     const [request] = await app.query("SELECT status FROM auth_requests WHERE id = $1", [auth.authRequestId])
     expect(request.status).toBe("pending")
+    await context.close()
+  }, 120_000)
+
+  test("login CSRF: an attacker's finished sign-in opened in the victim's browser plants no session", async () => {
+    // the attacker signs in as themselves up to the provider's answer, and keeps the callback URL
+    const begun = await app.request("GET", `/sso/login?org=${dev.developerId}`)
+    expect(begun.status).toBe(200)
+    const back = await idp.login(begun.body.authorizeUrl, "00u-bob")
+    const before = await app.query("SELECT count(*)::int AS n FROM sso_sessions")
+    // the victim's browser is made to open it (a link, an image, a redirect)
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    const response = await page.goto(back.href)
+    expect(response!.status()).toBe(401)
+    expect(await page.locator("#message").textContent()).toBe("Your organisation's sign-in was refused.")
+    expect(await context.cookies(base)).toEqual([])
+    expect(await app.query("SELECT count(*)::int AS n FROM sso_sessions")).toEqual(before)
+    // the state was used up: the attacker cannot replay it either
+    const again = await app.request("GET", back.pathname + back.search, { headers: { cookie: preLoginCookie(begun.headers)! } })
+    expect(again.status).toBe(400)
     await context.close()
   }, 120_000)
 })

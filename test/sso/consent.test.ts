@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import type { TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 import { type Idp, startIdp } from "../support/oidc-idp.ts"
-import { createConnection, loginAt, oidcConnection, startSsoApp } from "./helpers.ts"
+import { createConnection, loginAt, oidcConnection, preLoginCookie, startSsoApp } from "./helpers.ts"
 
 let app: TestApp
 let idp: Idp
@@ -32,7 +32,7 @@ beforeAll(async () => {
   })
   dev = await app.signup()
   await createConnection(app, dev.apiKey, oidcConnection(idp, {
-    enforce: true, groupsClaim: "groups", groupMappings: { engineering: ["email:read"] }, defaultScopes: ["calendar:read"]
+    enforce: true, domains: ["example.com"], groupsClaim: "groups", groupMappings: { engineering: ["email:read"] }, defaultScopes: ["calendar:read"]
   }))
   agentId = await createAgent(app, dev.developerId, ["email:read", "calendar:read", "files:write"])
 }, 120_000)
@@ -57,7 +57,7 @@ const signInFromConsent = async (req: string, sub: string) => {
   const location = page.headers.get("location")!
   expect(location).toStartWith(`${idp.url}/auth?`)
   const back = await idp.login(location, sub)
-  const callback = await app.request("GET", back.pathname + back.search)
+  const callback = await app.request("GET", back.pathname + back.search, { headers: { cookie: preLoginCookie(page.headers)! } })
   expect(callback.status).toBe(303)
   return { cookie: cookieOf(callback)!, location: callback.headers.get("location")! }
 }
@@ -159,7 +159,7 @@ describe("consent with an enforce connection", () => {
     const start = await app.request("GET", `/permissions/login?org=${dev.developerId}`)
     expect(start.status).toBe(303)
     const back = await idp.login(start.headers.get("location")!, "00u-alice")
-    const callback = await app.request("GET", back.pathname + back.search)
+    const callback = await app.request("GET", back.pathname + back.search, { headers: { cookie: preLoginCookie(start.headers)! } })
     expect(callback.status).toBe(303)
     const location = callback.headers.get("location")!
     expect(location).toMatch(new RegExp(`^${base}/permissions#session=pst_`))
@@ -175,7 +175,7 @@ describe("consent with an enforce connection", () => {
 describe("policies read the SSO sign-in", () => {
   test("principal.ssoVerified is true only for a principal with a live SSO session of this developer", async () => {
     const d = await app.signup()
-    await createConnection(app, d.apiKey, oidcConnection(idp))
+    await createConnection(app, d.apiKey, oidcConnection(idp, { domains: ["example.com"] }))
     const agent = await createAgent(app, d.developerId, ["email:read"])
     const cedar = `forbid (principal, action == Action::"authorize", resource) unless { resource.ssoVerified };`
     const synced = await app.request("POST", "/v1/policies/sync", { apiKey: d.apiKey, body: { format: "cedar", version: "1", content: Buffer.from(cedar).toString("base64") } })

@@ -29,12 +29,19 @@ export const createConnection = async (app: TestApp, apiKey: string, body: Recor
   return res.body as { id: string } & Record<string, any>
 }
 
-/** GET /sso/login → the provider's login as `sub` → the callback URL's code and state */
+/** the `name=value` of the pre-login cookie (login CSRF binding) an answer that starts a sign-in sets */
+export const preLoginCookie = (headers: Headers): string | undefined =>
+  headers.getSetCookie().map((c) => c.split(";")[0]!).find((c) => c.startsWith("__Host-aas_login_"))
+
+/** GET /sso/login → the provider's login as `sub` → the callback URL's code and state, and the browser's pre-login cookie */
 export const loginAt = async (app: TestApp, idp: Idp, developerId: string, sub: string, params: Record<string, string> = {}) => {
   const begun = await app.request("GET", `/sso/login?${new URLSearchParams({ org: developerId, ...params })}`)
   if (begun.status !== 200) throw new Error(`login: ${begun.status} ${begun.text}`)
   const back = await idp.login(begun.body.authorizeUrl, sub)
-  return { code: back.searchParams.get("code")!, state: back.searchParams.get("state")!, callback: back, authorizeUrl: begun.body.authorizeUrl as string }
+  return {
+    code: back.searchParams.get("code")!, state: back.searchParams.get("state")!, callback: back, authorizeUrl: begun.body.authorizeUrl as string,
+    cookie: preLoginCookie(begun.headers)!
+  }
 }
 
 /** the JSON relay of a login: 200 with the session, or the error */

@@ -9,12 +9,16 @@ import type { TestApp } from "../support/app.ts"
 import { type Idp, startIdp } from "../support/oidc-idp.ts"
 import { createConnection, loginAt, loginJson, oidcConnection, startSsoApp } from "./helpers.ts"
 
+const TENANT_A = "6f1c1a4e-2b7d-4c1e-9a51-0d3f4e5a6b7c"
+const TENANT_B = "0b9e8d7c-6a5b-4c3d-8e2f-1a0b9c8d7e6f"
+
 let app: TestApp
 let okta: Idp
 let google: Idp
 let entra: Idp
 let dev: { apiKey: string; developerId: string }
 let oktaConn: { id: string }
+let googleConn: { id: string }
 let googleDev: { apiKey: string; developerId: string }
 let entraDev: { apiKey: string; developerId: string }
 
@@ -42,11 +46,11 @@ beforeAll(async () => {
   entra = await startIdp({
     ...common,
     flavor: "entra",
-    tenantId: "tenant-a",
+    tenantId: TENANT_A,
     accounts: [
       { sub: "e-1", email: "erin@contoso.test", email_verified: true, groups: ["g-admins"] },
       { sub: "e-2", email: "frank@contoso.test", email_verified: true, groups: ["g-admins"], overage: true },
-      { sub: "e-3", email: "gina@fabrikam.test", email_verified: true, tid: "tenant-b" }
+      { sub: "e-3", email: "gina@fabrikam.test", email_verified: true, tid: TENANT_B }
     ]
   })
   dev = await app.signup()
@@ -57,10 +61,10 @@ beforeAll(async () => {
     domains: ["example.com"]
   }))
   googleDev = await app.signup()
-  await createConnection(app, googleDev.apiKey, oidcConnection(google, { tokenEndpointAuthMethod: "client_secret_post", domains: ["acme.test"], scopes: "openid email profile" }))
+  googleConn = await createConnection(app, googleDev.apiKey, oidcConnection(google, { tokenEndpointAuthMethod: "client_secret_post", domains: ["acme.test"], scopes: "openid email profile" }))
   entraDev = await app.signup()
   await createConnection(app, entraDev.apiKey, oidcConnection(entra, {
-    tenantMode: "entra-multi", groupsClaim: "groups", groupMappings: { "g-admins": ["admin:all"] }, defaultScopes: ["basic"]
+    tenantMode: "entra-multi", allowedTenants: [TENANT_A], domains: ["contoso.test"], groupsClaim: "groups", groupMappings: { "g-admins": ["admin:all"] }, defaultScopes: ["basic"]
   }))
 }, 120_000)
 
@@ -91,9 +95,9 @@ describe("Okta-like provider (client_secret_basic, groups claim)", () => {
     // 8 hours by default
     expect(Date.parse(res.body.expiresAt) - Date.now()).toBeGreaterThan(8 * 3600_000 - 60_000)
     expect(Date.parse(res.body.expiresAt) - Date.now()).toBeLessThanOrEqual(8 * 3600_000)
-    // JIT wrote the directory through its own service: a SCIM user with the verified email, externalId = sub
+    // JIT wrote the directory through its own service: a SCIM user with the verified in-domain email, externalId = sso:<connection>:<sub>
     const users = await app.query("SELECT user_name, external_id, principal_id, active FROM scim_users WHERE developer_id = $1", [dev.developerId])
-    expect(users).toEqual([{ userName: "alice@example.com", externalId: "00u-alice", principalId: "alice@example.com", active: true }])
+    expect(users).toEqual([{ userName: "alice@example.com", externalId: `sso:${oktaConn.id}:00u-alice`, principalId: "alice@example.com", active: true }])
     const events = await app.query("SELECT type, data FROM events WHERE developer_id = $1 AND type IN ('sso.login', 'scim.user.provisioned') ORDER BY created_at", [dev.developerId])
     expect(events.map((e: any) => e.type)).toEqual(["scim.user.provisioned", "sso.login"])
     expect(events[1].data).toEqual({ connectionId: oktaConn.id, protocol: "oidc", sessionId: res.body.sessionId })
@@ -144,8 +148,8 @@ describe("Okta-like provider (client_secret_basic, groups claim)", () => {
     const patched = await app.request("PATCH", `/v1/sso/connections/${oktaConn.id}`, { apiKey: dev.apiKey, body: { allowedRedirectUris: ["https://app.example.com/after-sso"] } })
     expect(patched.status).toBe(200)
     expect(patched.body.allowedRedirectUris).toEqual(["https://app.example.com/after-sso"])
-    const { callback } = await loginAt(app, okta, dev.developerId, "00u-bob", { redirect_uri: "https://app.example.com/after-sso" })
-    const res = await app.request("GET", callback.pathname + callback.search)
+    const { callback, cookie: preLogin } = await loginAt(app, okta, dev.developerId, "00u-bob", { redirect_uri: "https://app.example.com/after-sso" })
+    const res = await app.request("GET", callback.pathname + callback.search, { headers: { cookie: preLogin } })
     expect(res.status).toBe(303)
     const location = new URL(res.headers.get("location")!)
     expect(location.origin + location.pathname).toBe("https://app.example.com/after-sso")
@@ -155,6 +159,27 @@ describe("Okta-like provider (client_secret_basic, groups claim)", () => {
     // the cookie's token is stored only as its hash
     const token = /=([^;]+)/.exec(cookie)![1]!
     expect(await app.query("SELECT count(*)::int AS n FROM sso_sessions WHERE token_hash = $1", [token])).toEqual([{ n: 0 }])
+  })
+
+  test("login CSRF: the pre-login cookie is __Host-, HttpOnly, Secure, Lax, 10 minutes; a callback without it, or with another sign-in's, opens no session", async () => {
+    const redirect = { redirect_uri: "https://app.example.com/after-sso" }
+    const victim = await loginAt(app, okta, dev.developerId, "00u-alice", redirect)
+    const begun = await app.request("GET", `/sso/login?org=${dev.developerId}&mode=redirect`)
+    expect(begun.headers.get("set-cookie")).toMatch(/^__Host-aas_login_[A-Za-z0-9_-]{16}=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=600; HttpOnly; Secure; SameSite=Lax$/)
+    const attacker = await loginAt(app, okta, dev.developerId, "00u-bob", redirect)
+    const before = await app.query("SELECT count(*)::int AS n FROM sso_sessions")
+    for (const cookie of [undefined, victim.cookie]) {
+      const planted = await loginAt(app, okta, dev.developerId, "00u-bob", redirect)
+      const res = await app.request("GET", planted.callback.pathname + planted.callback.search, cookie === undefined ? {} : { headers: { cookie } })
+      expect(res.status).toBe(303)
+      expect(res.headers.get("location")).toBe("https://app.example.com/after-sso?error=access_denied")
+      expect(res.headers.get("set-cookie")).toBeNull()
+    }
+    expect(await app.query("SELECT count(*)::int AS n FROM sso_sessions")).toEqual(before)
+    // the browser that started it signs in
+    const own = await app.request("GET", attacker.callback.pathname + attacker.callback.search, { headers: { cookie: attacker.cookie } })
+    expect(own.status).toBe(303)
+    expect(own.headers.get("location")).toStartWith("https://app.example.com/after-sso?sso_session=ssosess_")
   })
 
   test("login routing: unknown domain 422 DOMAIN_NOT_CONFIGURED, redirect_uri not allowed 400, mode=redirect 302, no org 400", async () => {
@@ -247,7 +272,7 @@ describe("Google-like provider (hd, email_verified, client_secret_post)", () => 
     expect(res.status).toBe(401)
     expect(res.body.message).toContain("hd other.test")
   })
-  test("an unverified email is not used: no link to the directory user with that userName; JIT names the principal by sub", async () => {
+  test("an unverified email is not used: no link to the directory user with that userName; JIT names the principal sso:<connection>:<sub>", async () => {
     // a directory user already holds dave@acme.test: an unverified email must not sign in as them
     const token = await app.request("POST", "/v1/scim/tokens", { apiKey: googleDev.apiKey, body: { label: "idp" } })
     const scim = await app.request("POST", "/scim/v2/Users", {
@@ -257,9 +282,9 @@ describe("Google-like provider (hd, email_verified, client_secret_post)", () => 
     expect(scim.status).toBe(201)
     const res = await loginJson(app, google, googleDev.developerId, "g-1003")
     expect(res.status).toBe(200)
-    expect(res.body.principalId).toBe("g-1003")
+    expect(res.body.principalId).toBe(`sso:${googleConn.id}:g-1003`)
     const [identity] = await app.query("SELECT email, principal_id FROM sso_identities WHERE subject = 'g-1003'")
-    expect(identity).toEqual({ email: null, principalId: "g-1003" })
+    expect(identity).toEqual({ email: null, principalId: `sso:${googleConn.id}:g-1003` })
   })
 })
 
@@ -271,7 +296,7 @@ describe("Entra-like provider (multi-tenant issuer template, userinfo claims)", 
     expect(res.body.groups).toEqual(["g-admins"])
     expect(res.body.mappedScopes).toEqual(["admin:all", "basic"])
     const [identity] = await app.query("SELECT issuer FROM sso_identities WHERE subject = 'e-1'")
-    expect(identity.issuer).toBe(`${entra.url}/tenant-a/v2.0`)
+    expect(identity.issuer).toBe(`${entra.url}/${TENANT_A}/v2.0`)
   })
   test("a token whose tid does not match its issuer's tenant → 401", async () => {
     const res = await loginJson(app, entra, entraDev.developerId, "e-3")

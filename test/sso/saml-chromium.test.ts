@@ -65,7 +65,11 @@ test("consent page → IdP → form post to the ACS → consent page signed in �
   expect(posted).toEqual([`POST /sso/saml/acs/${c.id} application/x-www-form-urlencoded`])
   expect(await page.content()).toContain("Signed in as ann@example.com through your organisation.")
   const cookies = await context.cookies()
-  expect(cookies.map((k) => [k.name.startsWith("__Host-"), k.httpOnly, k.secure, k.sameSite])).toEqual([[true, true, true, "Lax"]])
+  // the session (Lax), and the sign-in's pre-login cookie: SameSite=None, as the IdP's cross-site form post must carry it to the ACS
+  expect(cookies.map((k) => [k.name.replace(/^(__Host-aas_login_).+$/, "$1…"), k.httpOnly, k.secure, k.sameSite]).sort()).toEqual([
+    ["__Host-aas_login_…", true, true, "None"],
+    ["__Host-aas_sso", true, true, "Lax"]
+  ])
   await Promise.all([page.waitForURL(/\/callback\?/), page.click("#approve")])
   const landed = new URL(page.url())
   expect(landed.searchParams.get("state")).toBe("st-7")

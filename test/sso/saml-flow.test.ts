@@ -66,9 +66,9 @@ test("SP-initiated login: AuthnRequest to the IdP, form post to the ACS, 303 wit
   expect(answer.setCookie).toMatch(/^__Host-[^=]+=[^;]+; Path=\/; Max-Age=28800; HttpOnly; Secure; SameSite=Lax$/)
   expect(session!.groups).toEqual(["engineering", "admins"])
   expect(session!.mappedScopes).toEqual(["email:read", "email:send", "profile:read"])
-  // JIT: a directory user with userName = the verified email, externalId = the NameID
+  // JIT: a directory user with userName = the verified in-domain email, externalId = sso:<connection>:<NameID> (never a bare NameID)
   const users = await app.query("SELECT user_name, external_id, principal_id FROM scim_users WHERE developer_id = $1", [c.developerId])
-  expect(users).toEqual([{ userName: "ann@example.com", externalId: "00u-ann", principalId: session!.principalId }])
+  expect(users).toEqual([{ userName: "ann@example.com", externalId: `sso:${c.id}:00u-ann`, principalId: session!.principalId }])
   const [event] = await app.query("SELECT data FROM events WHERE developer_id = $1 AND type = 'sso.login'", [c.developerId])
   expect(event.data).toEqual({ connectionId: c.id, protocol: "saml", sessionId: session!.id })
   // the assertion id is held until it could no longer be accepted
@@ -83,12 +83,12 @@ test("SP-initiated login: AuthnRequest to the IdP, form post to the ACS, 303 wit
   expect((await app.query("SELECT count(*)::int AS n FROM scim_users WHERE developer_id = $1", [c.developerId]))[0].n).toBe(1)
 })
 
-test("an email outside the connection's domains is not used: the JIT user is named by the NameID", async () => {
+test("an email outside the connection's domains is not used: the JIT user is named sso:<connection>:<NameID>", async () => {
   const c = await samlConnection(app, idp, { domains: ["corp.example"] })
   login({ user: { nameId: "00u-bob", email: "bob@gmail.com" } })
   expect((await signIn(app, c)).answer.status).toBe(303)
   const users = await app.query("SELECT user_name, external_id FROM scim_users WHERE developer_id = $1", [c.developerId])
-  expect(users).toEqual([{ userName: "00u-bob", externalId: "00u-bob" }])
+  expect(users).toEqual([{ userName: `sso:${c.id}:00u-bob`, externalId: `sso:${c.id}:00u-bob` }])
 })
 
 test("rollover: a Response signed with the IdP's next certificate is accepted when the metadata lists both", async () => {

@@ -56,11 +56,23 @@ export const samlConnection = async (
   return connection
 }
 
+/** The test browser's pre-login cookies (login CSRF binding): kept from the answers that start a sign-in, sent to the ACS. */
+const preLogin = new Map<string, string>()
+export const rememberPreLogin = (headers: Headers) => {
+  for (const c of headers.getSetCookie()) {
+    const [pair] = c.split(";")
+    const [name, ...value] = pair!.split("=")
+    if (name!.startsWith("__Host-aas_login_")) preLogin.set(name!, value.join("="))
+  }
+}
+export const preLoginCookies = () => [...preLogin].map(([k, v]) => `${k}=${v}`).join("; ")
+
 /** `GET /sso/login` for the connection, back to REDIRECT_URI: the IdP URL (HTTP-Redirect binding). */
 export const beginLogin = async (app: TestApp, c: SamlConnection): Promise<string> => {
   const query = new URLSearchParams({ org: c.developerId, connection: c.id, redirect_uri: REDIRECT_URI })
   const res = await app.request("GET", `/sso/login?${query}`)
   expect(res.status, res.text).toBe(200)
+  rememberPreLogin(res.headers)
   expect(res.body).toMatchObject({ protocol: "saml", connectionId: c.id })
   return res.body.authorizeUrl
 }
@@ -80,11 +92,11 @@ export interface Answer {
   readonly text: string
 }
 
-/** The form posted by the browser to our ACS (the action's path, on the test server). */
-export const postForm = async (app: TestApp, action: string, fields: Record<string, string>): Promise<Answer> => {
+/** The form posted by the browser to our ACS (the action's path, on the test server), with the browser's pre-login cookies. */
+export const postForm = async (app: TestApp, action: string, fields: Record<string, string>, cookie = preLoginCookies()): Promise<Answer> => {
   const res = await fetch(app.url + new URL(action).pathname, {
     method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
+    headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie === "" ? {} : { cookie }) },
     body: new URLSearchParams(fields).toString(),
     redirect: "manual"
   })

@@ -6,7 +6,7 @@
  * the session cookie to the consent page or the stored redirect, 303 with `error=access_denied` when
  * refused, or a page when the login has nowhere to go back to.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../../Api.ts"
 import { NotFound, SsoAuthFailed } from "../../platform/Errors.ts"
@@ -55,6 +55,11 @@ export const SamlHttp = HttpApiBuilder.group(Api, "saml", (handlers) =>
           const taken = yield* Effect.either(login.takeState(payload.RelayState))
           if (taken._tag === "Left") return browserStateless(taken.left.message)
           const loginState = taken.right
+          // login CSRF: a Response posted by a browser that did not start this sign-in opens no session in it
+          const http = yield* HttpServerRequest.HttpServerRequest
+          if (!login.startedHere(loginState, http.cookies)) {
+            return yield* browserRefused(login, loginState, new SsoAuthFailed({ message: "The sign-in was started in another browser" }))
+          }
           return yield* signIn(loginState, payload.SAMLResponse, path.connectionId).pipe(
             Effect.flatMap((result) => browserSignedIn(login, loginState, result)),
             Effect.catchAll((e) => browserRefused(login, loginState, e))

@@ -1,0 +1,13 @@
+/**
+ * What deprovisioning (decisions §11, §12) makes capabilities above the directory do, as ports the
+ * directory owns and they provide (SSO and principal sessions import the directory, so the
+ * directory cannot import them). Each runs in the deprovisioning's transaction.
+ */
+import { Context, type Effect } from "effect"
+
+export interface DirectorySessionsService {
+  /** ends every SSO session and principal session of the principal; how many of each */
+  readonly endForPrincipal: (developerId: string, principalId: string) => Effect.Effect<{ readonly ssoSessions: number; readonly principalSessions: number }>
+}
+
+export class DirectorySessions extends Context.Tag("agent-auth/DirectorySessions")<DirectorySessions, DirectorySessionsService>() {}

@@ -55,6 +55,7 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
+import { DataDirectoryLive } from "./platform/DataDirectory.ts"
 import { DependenciesLive, DependencyMonitorLive } from "./platform/Dependencies.ts"
 import { EventsLive } from "./platform/Events.ts"
 import { type BodyVerdict, makeBodyReader, PreReadBody } from "./platform/Body.ts"
@@ -98,13 +99,23 @@ export interface AppOptions {
 const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
   Effect.gen(function*() {
     const config = yield* Config
-    if (config.migrateOnStart) yield* Effect.provide(runMigrations, context).pipe(Effect.orDie)
+    if (!config.migrateOnStart) return
+    const applied = yield* Effect.provide(runMigrations, context).pipe(Effect.orDie)
+    // what this start changed in the schema, by name, in one line (nothing pending is said too)
+    const migrations = applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+    yield* (migrations.length > 0
+      ? Effect.logInfo("migrations applied").pipe(Effect.annotateLogs({ count: migrations.length, migrations }))
+      : Effect.logInfo("no pending migrations"))
   }))
 
 export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
   const LogLive = Layer.succeed(Log, makeLog(config.logLevel))
-  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(Layer.provideMerge(ConfigLive))
+  // the data directory's lock first: nothing opens or writes the directory before it is held
+  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(
+    Layer.provideMerge(DataDirectoryLive),
+    Layer.provideMerge(ConfigLive)
+  )
   // decisions §14: the inline anomaly rules sit below grants, which call them when they revoke
   const Platform = (options.anomalies === false ? AnomalyCoreDisabled : AnomalyCoreLive).pipe(
     Layer.provideMerge(AuditedEventsLive),

@@ -61,6 +61,7 @@ import { EventsLive } from "./platform/Events.ts"
 import { type BodyVerdict, makeBodyReader, PreReadBody } from "./platform/Body.ts"
 import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
+import { pageRoutes } from "./platform/Pages.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
 import { tracingLayer } from "./platform/Tracing.ts"
@@ -226,7 +227,8 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const rt = await runtime.runtime()
   const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
   const gate = options.rateLimit === false ? (inner: any) => inner : makeGate(Api)
-  const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
+  const isPage = pageRoutes(Api)
+  const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner), isPage) as any)
   const readBody = makeBodyReader(Api)
   // Every request's body is read (bounded) before the runtime; every response gets the common headers.
   const viaApi = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> =>

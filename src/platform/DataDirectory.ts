@@ -39,7 +39,7 @@ const LOCK_NB = 4
 type Flock = (fd: number) => "locked" | "held"
 
 /** flock(fd, LOCK_EX | LOCK_NB) from libc, or undefined where libc cannot be loaded */
-const loadFlock = (): Flock | undefined => {
+const loadFlock = (): Flock | null => {
   try {
     const { dlopen, FFIType, read } = require("bun:ffi") as typeof import("bun:ffi")
     for (const [name, errnoSymbol] of [["libc.so.6", "__errno_location"], ["libc.dylib", "__error"]] as const) {
@@ -63,7 +63,7 @@ const loadFlock = (): Flock | undefined => {
   } catch {
     // not under Bun
   }
-  return undefined
+  return null
 }
 
 const readPid = (path: string): number | undefined => {
@@ -93,13 +93,13 @@ export interface Held {
 /**
  * Takes the directory's lock or throws DataDirectoryHeld. Nothing in the directory is written
  * unless the lock is taken (the lock file is opened without truncation, and an existing one is
- * left as it is).
+ * left as it is). `flock` null: the pid-file stand-in (tests pass it to exercise that path).
  */
-export const lockDataDirectory = (directory: string, flock: Flock | undefined = loadFlock()): Held => {
+export const lockDataDirectory = (directory: string, flock: Flock | null = loadFlock()): Held => {
   const dir = resolve(directory)
   const path = join(dir, LOCK_FILE)
   mkdirSync(dir, { recursive: true })
-  if (flock === undefined) return pidFileLock(dir, path)
+  if (flock === null) return pidFileLock(dir, path)
   const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o600)
   let outcome: "locked" | "held"
   try {
@@ -144,6 +144,7 @@ const pidFileLock = (dir: string, path: string): Held => {
     } catch (e) {
       if ((e as { code?: string }).code !== "EEXIST") throw e
       const pid = readPid(path)
+      // our own pid in the file is stale: a restarted container often gets the pid its last run had
       if (pid !== undefined && pid !== process.pid && alive(pid)) throw new DataDirectoryHeld(dir, pid)
       unlinkSync(path)
     }

@@ -17,6 +17,7 @@ import { recordRequest } from "./AccessLog.ts"
 import { Dependencies } from "./Dependencies.ts"
 import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
+import { type IsPage, PAGE_RETRY_AFTER_SECONDS, unavailablePage } from "./Pages.ts"
 import { clientAddress, PeerAddress } from "./RateLimit.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -261,7 +262,7 @@ const withRequestLogs = <A, E, R>(effect: Effect.Effect<A, E, R>, requestId: str
  * The platform sends a response from inside the app (before a middleware sees its result), so
  * rewriting goes through a pre-response handler registered for this request's fiber.
  */
-export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
+export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () => false) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const metrics = yield* Metrics
@@ -291,8 +292,11 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
-      // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
+      // Pages for people (the consent page) keep their HTML, and answer an outage (503: PostgreSQL or Redis
+      // away) with an HTML page too; every other error gets the one JSON shape.
+      if (out.status === 503 && !isHtml(out) && isPage(request.method, path)) {
+        out = unavailablePage(requestId, out.headers["retry-after"] ?? String(PAGE_RETRY_AFTER_SECONDS))
+      } else if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
         out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
       }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)

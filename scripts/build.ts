@@ -7,6 +7,7 @@
 import { $ } from "bun"
 import { mkdirSync } from "node:fs"
 import { buildKit } from "./buildKit.ts"
+import { sourceCommit } from "../src/platform/BuildInfo.ts"
 
 mkdirSync("dist", { recursive: true })
 const entrypoints = ["src/main.ts"]
@@ -16,8 +17,12 @@ for (const extra of ["src/offline-sync/verifyWorker.ts"]) {
   if (await Bun.file(extra).exists()) entrypoints.push(extra)
 }
 const started = performance.now()
-await $`${process.execPath} build --compile --minify-syntax --minify-whitespace --sourcemap=none --target=bun ${entrypoints} --outfile dist/agent-auth`
+// what `--version` and /health/ready name (src/platform/BuildInfo.ts): the commit built and when
+const commit = sourceCommit()
+const builtAt = new Date().toISOString()
+const defines = ["--define", `AGENT_AUTH_COMMIT=${JSON.stringify(commit)}`, "--define", `AGENT_AUTH_BUILT_AT=${JSON.stringify(builtAt)}`]
+await $`${process.execPath} build --compile --minify-syntax --minify-whitespace --sourcemap=none --target=bun ${defines} ${entrypoints} --outfile dist/agent-auth`
 const size = Bun.file("dist/agent-auth").size
-console.log(`dist/agent-auth: ${(size / 1024 / 1024).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+console.log(`dist/agent-auth: ${(size / 1024 / 1024).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s (commit ${commit}, built ${builtAt})`)
 await buildKit()
 console.log("dist/offline: index.js + index.d.ts (the on-device kit)")

@@ -68,6 +68,8 @@ export interface AppConfig {
   /** where the embedded mode keeps generated secrets (vault key); derived from a pglite:// path */
   readonly dataDir: string | undefined
   readonly migrateOnStart: boolean
+  /** how long `serve` waits for PostgreSQL and Redis at start before exiting 75 */
+  readonly startupTimeoutSeconds: number
   /** prefix of every Redis key (tests give each app its own) */
   readonly redisKeyPrefix: string
   readonly workersEnabled: boolean
@@ -239,6 +241,7 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     logLevel,
     dataDir,
     migrateOnStart: env.MIGRATE_ON_START !== "false",
+    startupTimeoutSeconds: integer(env, "STARTUP_TIMEOUT_SECONDS", 60),
     redisKeyPrefix: env.REDIS_KEY_PREFIX?.trim() || "aas:",
     workersEnabled: env.WORKERS_ENABLED !== "false",
     signupEnabled: env.SIGNUP_ENABLED === undefined || env.SIGNUP_ENABLED === "" ? true : boolean(env, "SIGNUP_ENABLED"),

@@ -68,6 +68,7 @@ export const VARIABLES: ReadonlyArray<{ readonly name: string; readonly default:
   { name: "NODE_ENV", default: "unset", meaning: "production: generated keys refused, more variables required" },
   { name: "METRICS_TOKEN", default: "unset (required in production)", meaning: "bearer token for GET /metrics" },
   { name: "LOG_LEVEL", default: "info", meaning: "debug, info, warn, error, none" },
+  { name: "STARTUP_TIMEOUT_SECONDS", default: "60", meaning: "serve waits this long for PostgreSQL and Redis at start, then exits 75 (0: one try)" },
   { name: "MIGRATE_ON_START", default: "true", meaning: "false: serve does not apply pending migrations" },
   { name: "REDIS_KEY_PREFIX", default: "aas:", meaning: "prefix of every Redis key" },
   { name: "WORKERS_ENABLED", default: "true", meaning: "false: this instance runs no scheduled fibers" },

@@ -55,11 +55,13 @@ import { AuditChainLive } from "./platform/AuditChain.ts"
 import { AuditedEventsLive } from "./platform/AuditedEvents.ts"
 import { CountersLive } from "./platform/Counters.ts"
 import { DatabaseLive } from "./platform/Database.ts"
+import { DataDirectoryLive } from "./platform/DataDirectory.ts"
 import { DependenciesLive, DependencyMonitorLive } from "./platform/Dependencies.ts"
 import { EventsLive } from "./platform/Events.ts"
 import { type BodyVerdict, makeBodyReader, PreReadBody } from "./platform/Body.ts"
 import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
+import { pageRoutes } from "./platform/Pages.ts"
 import { KeysLive } from "./platform/Keys.ts"
 import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
 import { tracingLayer } from "./platform/Tracing.ts"
@@ -98,13 +100,23 @@ export interface AppOptions {
 const MigratedDatabase = Layer.tap(DatabaseLive, (context) =>
   Effect.gen(function*() {
     const config = yield* Config
-    if (config.migrateOnStart) yield* Effect.provide(runMigrations, context).pipe(Effect.orDie)
+    if (!config.migrateOnStart) return
+    const applied = yield* Effect.provide(runMigrations, context).pipe(Effect.orDie)
+    // what this start changed in the schema, by name, in one line (nothing pending is said too)
+    const migrations = applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+    yield* (migrations.length > 0
+      ? Effect.logInfo("migrations applied").pipe(Effect.annotateLogs({ count: migrations.length, migrations }))
+      : Effect.logInfo("no pending migrations"))
   }))
 
 export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   const ConfigLive = Config.layer(config)
   const LogLive = Layer.succeed(Log, makeLog(config.logLevel))
-  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(Layer.provideMerge(ConfigLive))
+  // the data directory's lock first: nothing opens or writes the directory before it is held
+  const Base = Layer.mergeAll(MigratedDatabase, CountersLive, KeysLive, MetricsLive, LogLive).pipe(
+    Layer.provideMerge(DataDirectoryLive),
+    Layer.provideMerge(ConfigLive)
+  )
   // decisions §14: the inline anomaly rules sit below grants, which call them when they revoke
   const Platform = (options.anomalies === false ? AnomalyCoreDisabled : AnomalyCoreLive).pipe(
     Layer.provideMerge(AuditedEventsLive),
@@ -217,7 +229,8 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const rt = await runtime.runtime()
   const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
   const gate = options.rateLimit === false ? (inner: any) => inner : makeGate(Api)
-  const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner)) as any)
+  const isPage = pageRoutes(Api)
+  const webHandler = HttpApp.toWebHandlerRuntime(rt)(app, (inner) => envelope(gate(inner), isPage) as any)
   const readBody = makeBodyReader(Api)
   // Every request's body is read (bounded) before the runtime; every response gets the common headers.
   const viaApi = async (request: Request, context: Context.Context<any> = Context.empty() as Context.Context<any>): Promise<Response> =>

@@ -3,15 +3,21 @@
  * agent-auth: the service's command line and the entry of the single binary.
  *   serve | migrate | dev | developers list|show|create|set-plan | keys generate | vault rekey | --version | --help
  * Every command answers `--help` with its usage instead of running.
+ * Exit codes: 0 done, 1 a configuration error (or a held data directory), 75 (EX_TEMPFAIL) PostgreSQL or
+ * Redis still unreachable after STARTUP_TIMEOUT_SECONDS: the systemd unit restarts on 75, not on 1.
  */
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Layer, Runtime } from "effect"
 import pkg from "../package.json" with { type: "json" }
 import { ConfigError, loadConfig, type AppConfig, VARIABLES } from "./Config.ts"
 import { Config } from "./Config.ts"
+import { buildInfo, versionLine } from "./platform/BuildInfo.ts"
+import { ConnectFailure } from "./platform/ConnectErrors.ts"
 import { DatabaseLive } from "./platform/Database.ts"
+import { DataDirectoryHeld, DataDirectoryLive } from "./platform/DataDirectory.ts"
 import { generateRsaPrivateKeyPem } from "./platform/Keys.ts"
 import { makeLog } from "./platform/Log.ts"
 import { runMigrations } from "./platform/Migrate.ts"
+import { startupTargets, StartupTimeout, waitForDependencies } from "./platform/Startup.ts"
 import { startServer } from "./Server.ts"
 import { operatorCommands } from "./operator.ts"
 
@@ -52,9 +58,23 @@ const commandHelp = (c: (typeof COMMANDS)[number]) =>
   (c.env === "all" ? `\nEnvironment (default, then meaning):\n${environmentHelp()}\n` : "") +
   (c.env === "database" ? `\nEnvironment:\n${environmentHelp(["DATABASE_URL", "LOG_LEVEL"])}\n` : "")
 
-const fail = (message: string): never => {
+const EX_TEMPFAIL = 75
+
+const fail = (message: string, code = 1): never => {
   process.stderr.write(`agent-auth: ${message}\n`)
-  process.exit(1)
+  process.exit(code)
+}
+
+/** the error a failed start or command ended with (an Effect run rejects with a FiberFailure) */
+const rootError = (e: unknown): unknown => Runtime.isFiberFailure(e) ? Cause.squash(e[Runtime.FiberFailureCauseId]) : e
+const firstLine = (e: unknown) => e instanceof Error ? e.message.split("\n")[0]! : String(e)
+
+/** exit 1 for what waiting cannot fix, 75 for a dependency that may come back; a held directory says so plainly */
+const failStart = (prefix: string, e: unknown): never => {
+  const error = rootError(e)
+  if (error instanceof DataDirectoryHeld) return fail(error.message)
+  const transient = error instanceof StartupTimeout || (error instanceof ConnectFailure && error.transient)
+  return fail(`${prefix}${firstLine(error)}`, transient ? EX_TEMPFAIL : 1)
 }
 
 const config = (env: Record<string, string | undefined>): AppConfig => {
@@ -88,14 +108,16 @@ const devBanner = (base: string) =>
   ].join("\n") + "\n"
 
 const serve = async (cfg: AppConfig, options: { readonly banner?: boolean } = {}) => {
+  const log = makeLog(cfg.logLevel)
   let server
   try {
+    await Effect.runPromise(waitForDependencies(startupTargets(cfg), cfg.startupTimeoutSeconds, log))
     server = await startServer(cfg)
   } catch (e) {
-    return fail(`could not start: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
+    return failStart("could not start: ", e)
   }
-  const log = makeLog(cfg.logLevel)
-  log.write("info", "listening", { url: `http://${cfg.host}:${server.port}`, version: pkg.version })
+  const { version, commit, builtAt } = buildInfo()
+  log.write("info", "listening", { url: `http://${cfg.host}:${server.port}`, version, commit, builtAt })
   if (options.banner === true) process.stdout.write(devBanner(cfg.publicBaseUrl))
   let closing = false
   const shutdown = async (signal: string) => {
@@ -109,9 +131,13 @@ const serve = async (cfg: AppConfig, options: { readonly banner?: boolean } = {}
   process.on("SIGINT", () => void shutdown("SIGINT"))
 }
 
+/** an operator command's database, behind the data directory's lock (a running service holds it: exit 1) */
 const withDatabase = <A>(cfg: AppConfig, effect: Effect.Effect<A, unknown, any>) =>
   Effect.runPromise(
-    effect.pipe(Effect.provide(DatabaseLive.pipe(Layer.provideMerge(Config.layer(cfg)))), Effect.scoped) as Effect.Effect<A>
+    effect.pipe(
+      Effect.provide(DatabaseLive.pipe(Layer.provideMerge(DataDirectoryLive), Layer.provideMerge(Config.layer(cfg)))),
+      Effect.scoped
+    ) as Effect.Effect<A>
   )
 
 const main = async (argv: ReadonlyArray<string>) => {
@@ -134,7 +160,7 @@ const main = async (argv: ReadonlyArray<string>) => {
       return
     case "--version":
     case "-v":
-      process.stdout.write(`${pkg.version}\n`)
+      process.stdout.write(`${versionLine()}\n`)
       return
     case "serve":
       return serve(config(process.env))
@@ -153,7 +179,7 @@ const main = async (argv: ReadonlyArray<string>) => {
         process.stdout.write(`applied ${applied.length} migration(s)${applied.map(([id, name]) => `\n  ${id}_${name}`).join("")}\n`)
         process.exit(0)
       } catch (e) {
-        return fail(`migration failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
+        return failStart("migration failed: ", e)
       }
       return
     }
@@ -172,7 +198,7 @@ const main = async (argv: ReadonlyArray<string>) => {
         process.stdout.write(`${message}\n`)
         process.exit(0)
       } catch (e) {
-        return fail(e instanceof Error ? e.message.split("\n")[0]! : String(e))
+        return failStart("", e)
       }
     }
   }

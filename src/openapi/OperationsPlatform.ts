@@ -28,8 +28,8 @@ export const PLATFORM_OPERATIONS: Record<string, OperationDoc> = {
   },
   "GET /health/ready": {
     summary: "Readiness probe",
-    description: "Whether this instance should receive traffic: 200 `ready` when the database and Redis answer and every migration is applied; otherwise 503 with the same body, `not_ready`, each check's state and the `pendingMigrations` (run `agent-auth migrate`). `migrations: \"unknown\"` when the database could not be asked. For a load balancer's health check or a Kubernetes readiness probe; no key, no rate limit.",
-    response: { status: "ready", version: "0.1.0", checks: { db: "ok", redis: "ok", migrations: "ok" } }
+    description: "Whether this instance should receive traffic: 200 `ready` when the database and Redis answer, every migration is applied and (embedded) the data directory is still there and writable; otherwise 503 with the same body, `not_ready`, each check's state and the `pendingMigrations` (run `agent-auth migrate`). `migrations: \"unknown\"` when the database could not be asked. `commit` and `builtAt` say which build runs (`builtAt` is `source` when run from source). For a load balancer's health check or a Kubernetes readiness probe; no key, no rate limit.",
+    response: { status: "ready", version: "0.1.0", commit: "54b629aa9514fe74d2efef4cec274a7d7ce32a6a", builtAt: "2026-11-27T09:00:00.000Z", checks: { db: "ok", redis: "ok", migrations: "ok" } }
   },
   "GET /.well-known/jwks.json": {
     summary: "Grant-token signing keys (JWKS)",

@@ -1,6 +1,7 @@
 /**
  * What every request leaves behind once answered: its metrics sample and one access line
- * (method, route template, status, duration, request id, developer id when known). The route is the
+ * (method, route template, status, duration, request id, client address after TRUST_PROXY, developer
+ * id when known). The route is the
  * router's template, never the raw path, so no id, query string or token reaches the log; with
  * LOG_LEVEL above info the line is never built.
  */
@@ -27,6 +28,7 @@ export const recordRequest = (
       status,
       durationMs: Math.round(seconds * 100000) / 100,
       requestId: state?.requestId,
+      client: state?.client?.(),
       developerId: state?.developer?.id ?? state?.grant?.dev
     })
   }

@@ -125,6 +125,8 @@ export interface GateState {
   unmatched?: boolean
   /** the matched route's template (`/v1/agents/:agentId`): the access log's and metrics' route label */
   route?: string
+  /** the client address as the rate limiter sees it (after TRUST_PROXY), asked only by the access line */
+  client?: () => string
 }
 export const CurrentGate = FiberRef.unsafeMake<GateState | undefined>(undefined)
 

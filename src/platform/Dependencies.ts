@@ -9,6 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { migrations } from "../../sql/index.ts"
 import { Counters } from "./Counters.ts"
+import { DataDirectory } from "./DataDirectory.ts"
 import { Metrics } from "./Metrics.ts"
 
 export type Dependency = "db" | "redis"
@@ -41,6 +42,7 @@ export const DependenciesLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const counters = yield* Counters
+    const dataDirectory = yield* DataDirectory
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     // unknown until first seen: the first outcome is not a transition unless it is a failure
     const state: Record<Dependency, boolean | undefined> = { db: undefined, redis: undefined }
@@ -68,7 +70,12 @@ export const DependenciesLive = Layer.effect(
         return ok
       })
 
-    const probe = Effect.all({ db: timed("db", sql`SELECT 1`), redis: timed("redis", counters.ping) }, { concurrency: 2 })
+    // embedded: the database is only as good as its data directory (gone or read-only → unavailable)
+    const directory = Effect.suspend(() => {
+      const problem = dataDirectory.check()
+      return problem === undefined ? Effect.void : Effect.fail(new Error(problem))
+    })
+    const probe = Effect.all({ db: timed("db", Effect.zipRight(directory, sql`SELECT 1`)), redis: timed("redis", counters.ping) }, { concurrency: 2 })
 
     const pendingMigrations = Effect.gen(function*() {
       const rows = yield* sql<{ migrationId: number }>`SELECT migration_id FROM schema_migrations`

@@ -8,6 +8,7 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, FiberRef, LogLevel, Option } from "effect"
+import { Config } from "../Config.ts"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
@@ -16,6 +17,8 @@ import { recordRequest } from "./AccessLog.ts"
 import { Dependencies } from "./Dependencies.ts"
 import { Log } from "./Log.ts"
 import { Metrics, UNMATCHED } from "./Metrics.ts"
+import { type IsPage, PAGE_RETRY_AFTER_SECONDS, unavailablePage } from "./Pages.ts"
+import { clientAddress, PeerAddress } from "./RateLimit.ts"
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -259,7 +262,7 @@ const withRequestLogs = <A, E, R>(effect: Effect.Effect<A, E, R>, requestId: str
  * The platform sends a response from inside the app (before a middleware sees its result), so
  * rewriting goes through a pre-response handler registered for this request's fiber.
  */
-export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
+export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () => false) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const metrics = yield* Metrics
@@ -269,24 +272,31 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>) =>
     const url = request.url
     const q = url.indexOf("?")
     const path = q === -1 ? url : url.slice(0, q)
+    const trust = (yield* Config).trustProxy
+    const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ?? Option.getOrUndefined(request.remoteAddress)
+    // the address the rate limiter counts, worked out only if the access line is written
+    const client = () => clientAddress(trust, peer, request.headers["x-forwarded-for"])
     const preRead = yield* Effect.serviceOption(PreReadBody)
     if (preRead._tag === "Some") {
       const verdict = preRead.value
       if (verdict._tag === "Refused") {
         const refusal = bodyRefusal(verdict, requestId, path)
         const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
-        recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed }, refused.status, (performance.now() - started) / 1000)
+        recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed, client }, refused.status, (performance.now() - started) / 1000)
         return refused
       }
       // the web request's own body effect, already answered (field of @effect/platform's request)
       ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(verdict.text)
     }
-    const state: GateState = { requestId }
+    const state: GateState = { requestId, client }
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
-      // Pages for people (the consent page) keep their HTML; every other error gets the one JSON shape.
-      if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
+      // Pages for people (the consent page) keep their HTML, and answer an outage (503: PostgreSQL or Redis
+      // away) with an HTML page too; every other error gets the one JSON shape.
+      if (out.status === 503 && !isHtml(out) && isPage(request.method, path)) {
+        out = unavailablePage(requestId, out.headers["retry-after"] ?? String(PAGE_RETRY_AFTER_SECONDS))
+      } else if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
         out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
       }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)

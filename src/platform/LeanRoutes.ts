@@ -15,6 +15,7 @@
  */
 import { type HttpApi, HttpApiSchema, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Context, Effect, Exit, FiberRef, Option, Runtime, Schema } from "effect"
+import { Config } from "../Config.ts"
 import { recordRequest } from "./AccessLog.ts"
 import type { GateState } from "./Auth.ts"
 import type { BodyVerdict } from "./Body.ts"
@@ -22,7 +23,7 @@ import { causeResponse, envelopeCauseResponse, errorResponse, newRequestId } fro
 import { Log } from "./Log.ts"
 import { Metrics } from "./Metrics.ts"
 import { makeAdmission, UNDECIDED } from "./Admission.ts"
-import { compileRoutes, PeerAddress } from "./RateLimit.ts"
+import { clientAddress, compileRoutes, PeerAddress } from "./RateLimit.ts"
 import { withCommonHeaders } from "./SecurityHeaders.ts"
 
 /** A declared error of the endpoint (an ApiError): its class carries the status. */
@@ -90,6 +91,7 @@ const statusOf = (error: DeclaredError): number => {
 export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<LeanRoute>, rt: Runtime.Runtime<never>, options: LeanRoutesOptions) =>
   Effect.gen(function*() {
     const admission = yield* makeAdmission
+    const trust = (yield* Config).trustProxy
     const metrics = yield* Metrics
     const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     // as the envelope does: log lines written while serving carry the request id, unless logging is off
@@ -139,9 +141,9 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
       const headers = request.headers
       const requestId = newRequestId(headers.get("x-request-id") ?? undefined)
       // the envelope's record of the request, as the gate fills it on the API path
-      const state: GateState = { requestId, route: entry.route.path }
       const peer = peerOf()
       const input = { authorization: headers.get("authorization") ?? undefined, forwardedFor: headers.get("x-forwarded-for") ?? undefined, peer }
+      const state: GateState = { requestId, route: entry.route.path, client: () => clientAddress(trust, peer, input.forwardedFor) }
       // built only when a fiber runs (the fiberless admission and answer need neither), and only once
       // admitted: the handler reads the caller from `state`, which the admission fills
       const handled = () => Effect.flatMap(Effect.exit(entry.handle(state, params, payload)), (result) => {

@@ -14,6 +14,9 @@ export const Liveness = Schema.Struct({ status: Schema.Literal("ok"), version: S
 export const Readiness = Schema.Struct({
   status: Schema.Literal("ready", "not_ready"),
   version: Schema.String,
+  /** what runs (decisions §10, revised): the git commit and the build time ("source" when not compiled) */
+  commit: Schema.String,
+  builtAt: Schema.String,
   checks: Schema.Struct({
     db: Schema.Literal("ok", "unavailable"),
     redis: Schema.Literal("ok", "unavailable"),

@@ -8,6 +8,7 @@ import { Keys } from "../platform/Keys.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { timingSafeEqual } from "node:crypto"
 import pkg from "../../package.json" with { type: "json" }
+import { buildInfo } from "../platform/BuildInfo.ts"
 import { Dependencies } from "../platform/Dependencies.ts"
 import { healthAnswer, makeProbes } from "./Probes.ts"
 import { scrapeGauges } from "./Scrape.ts"
@@ -20,6 +21,7 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
     const spec = OpenApi.fromApi(Api)
     const probes = yield* makeProbes
     const dependencies = yield* Dependencies
+    const { commit, builtAt } = buildInfo()
     // ready: the database and Redis answer and every embedded migration is applied
     const ready = Effect.gen(function*() {
       const [reachable, pending] = yield* Effect.all([
@@ -35,6 +37,8 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
       const body = {
         status: isReady ? "ready" as const : "not_ready" as const,
         version: pkg.version,
+        commit,
+        builtAt,
         checks,
         ...(pending._tag === "Some" && pending.value.length > 0 ? { pendingMigrations: pending.value } : {})
       }

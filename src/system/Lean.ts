@@ -20,11 +20,13 @@ import { ConsentBundles } from "../consent-bundles/Service.ts"
 import { developerView } from "../developers/Service.ts"
 import { makeVerifyToken } from "../grants/Verify.ts"
 import { Vault } from "../vault/Service.ts"
+import { Config } from "../Config.ts"
 import { recordRequest } from "../platform/AccessLog.ts"
 import { newRequestId } from "../platform/HttpEnvelope.ts"
 import { type LeanRoutesOptions, makeLeanRoutes, type PeerOf } from "../platform/LeanRoutes.ts"
 import { Log } from "../platform/Log.ts"
 import { Metrics } from "../platform/Metrics.ts"
+import { clientAddress } from "../platform/RateLimit.ts"
 import { healthAnswer, makeProbes } from "./Probes.ts"
 
 export type LeanPath = (request: Request, peerOf: PeerOf) => Promise<Response> | undefined
@@ -42,6 +44,7 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
   Effect.gen(function*() {
     const probes = yield* makeProbes
     const metrics = yield* Metrics
+    const trust = (yield* Config).trustProxy
     const log = Option.getOrUndefined(yield* Effect.serviceOption(Log))
     const bundles = yield* ConsentBundles
     const verifyToken = yield* makeVerifyToken
@@ -55,8 +58,9 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
       // authenticated by its grant token (the gate verified and counted it); the body read as the handler reads it
       { method: "POST", path: "/v1/vault/credentials/exchange", body: "text", readsRequest: true, handle: ({ grant }, _, text: string) => vault.exchange(grant, text) }
     ], rt, options)
-    const answer = (route: string, requestId: string, started: number, status: number, body: string) => {
-      recordRequest(metrics, log, "GET", route, { requestId, route }, status, (performance.now() - started) / 1000)
+    const answer = (request: Request, peerOf: PeerOf, route: string, requestId: string, started: number, status: number, body: string) => {
+      const client = () => clientAddress(trust, peerOf(), request.headers.get("x-forwarded-for") ?? undefined)
+      recordRequest(metrics, log, "GET", route, { requestId, route, client }, status, (performance.now() - started) / 1000)
       return new Response(body, {
         status,
         headers: {
@@ -72,11 +76,11 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
       if (request.method !== "GET" || (path !== "/health" && path !== "/health/live")) return reads(request, peerOf)
       const started = performance.now()
       const requestId = newRequestId(request.headers.get("x-request-id") ?? undefined)
-      if (path === "/health/live") return Promise.resolve(answer(path, requestId, started, 200, LIVE_BODY))
+      if (path === "/health/live") return Promise.resolve(answer(request, peerOf, path, requestId, started, 200, LIVE_BODY))
       // the probes are promises that never reject (a failing probe is a false in the result)
       return probes.run().then((result) => {
         const { status, body } = healthAnswer(result)
-        return answer(path, requestId, started, status, JSON.stringify(body))
+        return answer(request, peerOf, path, requestId, started, status, JSON.stringify(body))
       })
     }
     return lean

@@ -4,6 +4,7 @@
  */
 import { Effect } from "effect"
 import { Counters } from "../platform/Counters.ts"
+import { DataDirectory } from "../platform/DataDirectory.ts"
 import { PgPool } from "../platform/PgPool.ts"
 
 const PROBE_TIMEOUT_MS = 1_000
@@ -31,6 +32,7 @@ export interface Probes {
 export const makeProbes = Effect.gen(function*() {
   const pool = yield* PgPool
   const counters = yield* Counters
+  const dataDirectory = yield* DataDirectory
   const run = (): Promise<ProbeResult> =>
     new Promise((resolve) => {
       const ok = { db: false, redis: false }
@@ -41,7 +43,8 @@ export const makeProbes = Effect.gen(function*() {
       }
       const settle = () => --pending === 0 && done()
       const timer = setTimeout(done, PROBE_TIMEOUT_MS)
-      pool.query("SELECT 1").then(() => (ok.db = true), () => false).then(settle)
+      // embedded: a data directory removed or read-only fails the database probe
+      pool.query("SELECT 1").then(() => (ok.db = dataDirectory.check() === undefined), () => false).then(settle)
       counters.pingNow().then(() => (ok.redis = true), () => false).then(settle)
     })
   return { run, effect: Effect.promise(run) } satisfies Probes

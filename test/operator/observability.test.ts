@@ -145,7 +145,7 @@ describe("health", () => {
     const live = await app.request("GET", "/health/live")
     expect([live.status, live.body]).toEqual([200, { status: "ok", version: pkg.version }])
     const ready = await app.request("GET", "/health/ready")
-    expect([ready.status, ready.body]).toEqual([200, { status: "ready", version: pkg.version, checks: { db: "ok", redis: "ok", migrations: "ok" } }])
+    expect([ready.status, ready.body]).toEqual([200, { status: "ready", version: pkg.version, commit: expect.stringMatching(/^[0-9a-f]{40}$/), builtAt: "source", checks: { db: "ok", redis: "ok", migrations: "ok" } }])
     // exempt from rate limits, like /health
     expect(live.headers.get("x-ratelimit-limit")).toBeNull()
     expect(ready.headers.get("x-ratelimit-limit")).toBeNull()

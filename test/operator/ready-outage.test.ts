@@ -43,7 +43,7 @@ test.skipIf(!REDIS_SERVER)("Redis stopped: ready 503 (live 200, /metrics 200), l
     const started = performance.now()
     const ready = await app.request("GET", "/health/ready")
     expect(performance.now() - started).toBeLessThan(4000) // each probe is bounded to 1 s (slack for a loaded machine)
-    expect([ready.status, ready.body]).toEqual([503, { status: "not_ready", version: pkg.version, checks: { db: "ok", redis: "unavailable", migrations: "ok" } }])
+    expect([ready.status, ready.body]).toEqual([503, { status: "not_ready", version: pkg.version, commit: expect.any(String), builtAt: "source", checks: { db: "ok", redis: "unavailable", migrations: "ok" } }])
     expect(ready.headers.get("x-request-id")).toBeTruthy()
   }
   expect((await app.request("GET", "/health/live")).status).toBe(200)

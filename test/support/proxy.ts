@@ -9,10 +9,11 @@ export interface CuttableProxy {
   readonly close: () => Promise<void>
 }
 
-export const startProxy = async (targetHost: string, targetPort: number): Promise<CuttableProxy> => {
+/** `listenPort`: listen there rather than on a free port (a service told the address before the proxy starts) */
+export const startProxy = async (targetHost: string, targetPort: number, listenPort = 0): Promise<CuttableProxy> => {
   const sockets = new Set<Socket>()
   let server: Server | undefined
-  let port = 0
+  let port = listenPort
   const listen = () =>
     new Promise<void>((resolve) => {
       server = createServer((client) => {

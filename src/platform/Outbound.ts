@@ -80,9 +80,31 @@ export const checkReceiverUrl = (raw: string, allowPrivateHosts: boolean): UrlCh
   }
   if (url.protocol !== "https:") return { ok: false, reason: "url must use https" }
   const host = url.hostname.replace(/^\[|\]$/g, "")
-  if (isIP(host) !== 0 && !isPublicAddress(host)) return { ok: false, reason: "url must not point to a private or local address" }
-  if (/^(localhost|.*\.localhost|.*\.local|.*\.internal)$/i.test(host)) return { ok: false, reason: "url must not point to a local host" }
+  if (isIP(host) !== 0 && !isPublicAddress(host)) return { ok: false, reason: PRIVATE_ADDRESS }
+  // `localhost.` is localhost to the resolver but slips past a comparison of names
+  if (host.endsWith(".")) return { ok: false, reason: "url must not end its host name with a dot" }
+  if (LOCAL_NAME.test(host)) return { ok: false, reason: "url must not point to a local host" }
   return { ok: true, url }
+}
+
+const PRIVATE_ADDRESS = "url must not point to a private or local address"
+const LOCAL_NAME = /^(localhost\d*|ip6-localhost|ip6-loopback|.*\.localhost|.*\.localdomain|.*\.local|.*\.internal)$/i
+const REGISTRATION_LOOKUP_MS = 2_000
+
+/**
+ * At registration (decisions §19, revised), after `checkReceiverUrl`: a name that resolves to a
+ * loopback or private address is refused like the address itself. A name that does not resolve now
+ * is let through (each connection resolves, checks and pins it again, and refuses it then).
+ */
+export const checkReceiverName = async (url: URL, allowPrivateHosts: boolean): Promise<UrlCheck> => {
+  const host = url.hostname.replace(/^\[|\]$/g, "")
+  if (allowPrivateHosts || isIP(host) !== 0) return { ok: true, url }
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const addresses = await Promise.race([
+    lookup(host, { all: true, verbatim: true }).catch(() => []),
+    new Promise<[]>((resolve) => timer = setTimeout(() => resolve([]), REGISTRATION_LOOKUP_MS))
+  ]).finally(() => clearTimeout(timer))
+  return addresses.some((a) => !isPublicAddress(a.address)) ? { ok: false, reason: PRIVATE_ADDRESS } : { ok: true, url }
 }
 
 /**

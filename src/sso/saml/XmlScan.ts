@@ -61,15 +61,13 @@ export const scanXml = (xml: string): string | undefined => {
       if (quote !== 0) {
         if (c === quote) quote = 0
       } else if (c === DQ || c === SQ) quote = c
-      else if (c === EQ) attributes++
-      else if (c === GT) break
+      else if (c === EQ && ++attributes > XML_LIMITS.attributesPerElement) {
+        return `has an element with more than ${XML_LIMITS.attributesPerElement} attributes`
+      } else if (c === GT) break
     }
     if (j >= n) return undefined
     if (++elements > XML_LIMITS.elements) return `has more than ${XML_LIMITS.elements} elements`
     if (depth + 1 > XML_LIMITS.depth) return `nests elements deeper than ${XML_LIMITS.depth} levels`
-    if (attributes > XML_LIMITS.attributesPerElement) {
-      return `has an element with more than ${XML_LIMITS.attributesPerElement} attributes`
-    }
     const selfClosing = xml.charCodeAt(j - 1) === SLASH
     const local = name.slice(name.indexOf(":") + 1)
     if (!selfClosing) depth++

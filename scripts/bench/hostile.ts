@@ -20,6 +20,8 @@ const samlWide = `<a ${Array.from({ length: 40_000 }, (_, i) => `a${i}=""`).join
 const hostileResponse = (extension: string) => Buffer.from(
   `<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" ID="_x" Version="2.0"><samlp:Extensions>${extension}</samlp:Extensions></samlp:Response>`
 ).toString("base64")
+const samlDeepResponse = hostileResponse(samlDeep)
+const samlWideResponse = hostileResponse(samlWide)
 const scimFilters = [`${"(".repeat(490)}userName eq "a"${")".repeat(490)}`, "(".repeat(999)]
 
 export async function run(): Promise<Record<string, unknown>> {
@@ -57,15 +59,21 @@ export async function run(): Promise<Record<string, unknown>> {
       const started = await call("GET", `/sso/login?${query}`)
       return new URL(started.body.authorizeUrl).searchParams.get("RelayState")!
     }
-    const answerOf = (r: { status: number; body: any }) => `${r.status} ${r.body?.code ?? r.body?.scimType ?? ""}`
+    const answerOf = (r: { status: number; body: any }) => {
+      if (process.env.BENCH_DEBUG && r.status >= 500) console.log(JSON.stringify(r.body).slice(0, 300))
+      return `${r.status} ${r.body?.code ?? r.body?.scimType ?? ""}`
+    }
     /** 20 of each kind; the SAML states are made beforehand (a sign-in start is not hostile) */
     const kinds = {
       cedar: async () => () => Array.from({ length: 20 }, () =>
         call("POST", "/v1/policies/sync", attacker.apiKey, { format: "cedar", version: "x", content: Buffer.from(deepCedar).toString("base64") }).then(answerOf)),
       saml: async () => {
         const states = await Promise.all(Array.from({ length: 20 }, relayState))
-        return () => states.map((state, i) =>
-          call("POST", "/sso/callback/saml", undefined, { SAMLResponse: hostileResponse(i % 2 === 0 ? samlDeep : samlWide), RelayState: state }).then(answerOf))
+        // serialised beforehand: the load generator shares the service's event loop
+        const bodies = states.map((state, i) => JSON.stringify({ SAMLResponse: i % 2 === 0 ? samlDeepResponse : samlWideResponse, RelayState: state }))
+        return () => bodies.map((body) =>
+          fetch(`${server.url}/sso/callback/saml`, { method: "POST", headers: { "content-type": "application/json" }, body })
+            .then(async (r) => answerOf({ status: r.status, body: await r.json() })))
       },
       scim: async () => () => Array.from({ length: 20 }, (_, i) =>
         fetch(`${server.url}/scim/v2/Users?filter=${encodeURIComponent(scimFilters[i % 2]!)}`, { headers: { authorization: `Bearer ${scim.body.token}` } })

@@ -4,7 +4,8 @@
  * still makes the engine fail is refused alone, and the engine is re-created.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { engineGeneration } from "../../src/policies/CedarEngine.ts"
+import { parseSet } from "../../src/policies/Cedar.ts"
+import { engineGeneration, withEngine } from "../../src/policies/CedarEngine.ts"
 import { scanCedar } from "../../src/policies/CedarScan.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
@@ -25,8 +26,10 @@ const valid = `@id("reads") permit(principal, action == Action::"authorize", res
 @id("no-send") forbid(principal, action, resource) when { context.scopes.contains("email:send") };`
 /** ~0.5 KiB: the wasm parser's recursion overflowed its stack and left the engine broken for the process */
 const deep = `permit(principal, action, resource) when { ${"(".repeat(200)}true${")".repeat(200)} };`
-/** passes the pre-scan (no brackets), yet overflows the engine's stack in policyToJson */
+/** no brackets, yet it overflows the engine's stack (in policyToJson) after ~0.5 s of work */
 const longChain = `permit(principal, action, resource) when { ${Array(8000).fill("true").join(" && ")} };`
+/** what the engine does with such text when nothing stops it before: a trap (~20 ms with the re-creation) */
+const trap = () => withEngine((engine) => engine.policySetTextToParts(deep))
 
 describe("the pre-scan", () => {
   test("200 nested brackets are 422 POLICY_INVALID before the engine, and the engine still serves valid sets", async () => {
@@ -66,17 +69,24 @@ permit(principal, action, resource) when { context.agentId == "\\"${"(".repeat(4
 })
 
 describe("an engine failure stays with its request", () => {
-  test("a set that breaks the engine is 422 alone; the engine is re-created and valid sets load again", async () => {
+  test("a chain of 8,000 operators is 422 from the pre-scan; 256 pass", async () => {
     const { apiKey } = await app.signup()
     const before = engineGeneration()
     const res = await sync(apiKey, longChain)
     expect([res.status, res.body.code, res.body.details]).toEqual([422, "POLICY_INVALID", [{
       path: "content",
-      message: "the Cedar engine could not process this set (too deeply nested or too long an expression)"
+      message: "policy 1 of the set has more than 256 operators (&&, ||, comparisons, arithmetic, ., if)"
     }]])
+    expect(engineGeneration()).toBe(before)
+    expect((await sync(apiKey, `permit(principal, action, resource) when { ${Array(257).fill("true").join(" && ")} };`)).status).toBe(201)
+  })
+
+  test("a trap inside the engine is thrown to its caller alone; the engine is re-created and serves the next call", () => {
+    const before = engineGeneration()
+    expect(trap).toThrow("Out of bounds memory access")
     expect(engineGeneration()).toBe(before + 1)
-    expect((await sync(apiKey, valid)).status).toBe(201)
-    expect((await app.request("GET", "/v1/policies/bundles", { apiKey })).body.bundles).toHaveLength(1)
+    expect(parseSet(valid).ok).toBe(true)
+    expect(engineGeneration()).toBe(before + 1)
   })
 
   test("hostile sets uploaded alongside another developer's authorizes leave every decision as it was", async () => {
@@ -100,13 +110,16 @@ describe("an engine failure stays with its request", () => {
     const attacker = await app.signup()
     const generation = engineGeneration()
     const hostile = Array.from({ length: 10 }, (_, i) => sync(attacker.apiKey, i % 2 === 0 ? deep : longChain))
+    // and the engine broken for real between the decisions, as a failure the pre-scan missed would
+    const traps = Array.from({ length: 5 }, () => new Promise<void>((resolve) => setTimeout(() => (expect(trap).toThrow(), resolve()), 0)))
     const during = Array.from({ length: 5 }, outcome)
-    const [uploads, decisions] = await Promise.all([Promise.all(hostile), Promise.all(during)])
+    const [uploads, decisions] = await Promise.all([Promise.all(hostile), Promise.all(during), Promise.all(traps)])
     expect(uploads.map((r) => [r.status, r.body.code])).toEqual(Array(10).fill([422, "POLICY_INVALID"]))
     for (const d of decisions) expect(d).toEqual(baseline)
-    // the chains really broke (and replaced) the engine: the other developer's set was pre-parsed again
+    // each trap replaced the engine: the other developer's set was pre-parsed again in the new one
     expect(engineGeneration()).toBe(generation + 5)
     expect(await outcome()).toEqual(baseline)
+    expect(engineGeneration()).toBe(generation + 5)
     expect((await app.request("GET", "/v1/policies/bundles", { apiKey: attacker.apiKey })).body.bundles).toEqual([])
   })
 })

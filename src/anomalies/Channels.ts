@@ -12,7 +12,7 @@ import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
 import { BadRequest, ChannelTypeUnsupported, NotFound, TooManyChannels } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
-import { checkReceiverUrl } from "../platform/Outbound.ts"
+import { checkReceiverName, checkReceiverUrl } from "../platform/Outbound.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { VaultKeys, VaultKeysLive } from "../vault/Crypto.ts"
 import { type DeliveryQuery, deliveryPage, type DeliveryView, type EndpointKind, retireEndpoint } from "../webhooks/History.ts"
@@ -105,7 +105,9 @@ export const AnomalyChannelsServiceLive = Layer.effect(
       // the same rules as webhook endpoints; each send checks and pins the address again
       const check = checkReceiverUrl(raw, config.webhooks.allowPrivateHosts)
       if (!check.ok) return Effect.fail(new BadRequest({ message: check.reason }))
-      return Effect.succeed({ kind: input.type === "slack" ? "anomaly_slack" as const : "anomaly_webhook" as const, raw, url: check.url })
+      const kind = input.type === "slack" ? "anomaly_slack" as const : "anomaly_webhook" as const
+      return Effect.flatMap(Effect.promise(() => checkReceiverName(check.url, config.webhooks.allowPrivateHosts)), (named) =>
+        named.ok ? Effect.succeed({ kind, raw, url: named.url }) : Effect.fail(new BadRequest({ message: named.reason })))
     }
 
     return {

@@ -4,7 +4,8 @@
  * the schema's case rules (lower() on both sides where caseExact is false, matching the lower()
  * indexes of sql/0015) and never as an in-memory pass over a developer's users.
  *
- * Bounds (decisions §11): at most 1,000 characters and 20 comparisons. Anything malformed, an
+ * Bounds (decisions §11): at most 1,000 characters and 20 comparisons, and (ours, §19) 32 levels of
+ * grouping, checked by a linear scan before the parser. Anything malformed, an
  * unknown attribute or an operator the attribute's type does not have → 400 invalidFilter.
  */
 import { type Filter, parse } from "scim2-parse-filter"
@@ -13,6 +14,22 @@ import { ScimError, scimFail } from "./Scim.ts"
 
 export const MAX_FILTER_LENGTH = 1000
 export const MAX_COMPARISONS = 20
+/** grouping depth, ours (§19 revised): 480 nested groups parse in ~0.7 ms, 100 of them in one PATCH ~70 ms */
+export const MAX_FILTER_NESTING = 32
+
+/** Whether `(` and `[` nest deeper than MAX_FILTER_NESTING outside "..." strings: one pass, before the parser. */
+export const filterNestsTooDeep = (text: string): boolean => {
+  let depth = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++
+    } else if (c === 0x28 || c === 0x5b) {
+      if (++depth > MAX_FILTER_NESTING) return true
+    } else if ((c === 0x29 || c === 0x5d) && depth > 0) depth--
+  }
+  return false
+}
 
 const invalid = (detail: string) => scimFail.badRequest("invalidFilter", detail)
 
@@ -30,6 +47,7 @@ export const compileFilter = (
   firstParam: number
 ): CompiledFilter | ScimError => {
   if (text.length > MAX_FILTER_LENGTH) return invalid(`filter is longer than ${MAX_FILTER_LENGTH} characters`)
+  if (filterNestsTooDeep(text)) return invalid(`filter nests ( and [ deeper than ${MAX_FILTER_NESTING} levels`)
   let tree: Filter
   try {
     tree = parse(text)

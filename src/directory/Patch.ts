@@ -15,6 +15,7 @@
 import { parse as parseFilter, type Filter } from "scim2-parse-filter"
 import { scimPatch, type ScimPatchOperation } from "scim-patch"
 import { Either } from "effect"
+import { filterNestsTooDeep, MAX_FILTER_NESTING } from "./Filter.ts"
 import { canonicalise, canonicalKey, decodeUser, IGNORED_USER_ATTRIBUTES, stripUrn, type UserInput } from "./Resources.ts"
 import { ScimError, scimFail, type ScimType, URN } from "./Scim.ts"
 
@@ -47,6 +48,9 @@ export const readPatchBody = (body: unknown): Either.Either<ReadonlyArray<Operat
     const op = typeof o.op === "string" ? o.op.toLowerCase() : undefined
     if (op !== "add" && op !== "remove" && op !== "replace") return Either.left(bad("invalidSyntax", `Unknown op ${String(o.op)}`))
     if (o.path !== undefined && (typeof o.path !== "string" || o.path.length > 1000)) return Either.left(bad("invalidPath", "path must be a string"))
+    if (typeof o.path === "string" && filterNestsTooDeep(o.path)) {
+      return Either.left(bad("invalidPath", `path nests ( and [ deeper than ${MAX_FILTER_NESTING} levels`))
+    }
     const path = typeof o.path === "string" && o.path.trim() !== "" ? o.path.trim() : undefined
     if (op === "remove" && path === undefined) return Either.left(bad("noTarget", "A remove operation needs a path"))
     if (op !== "remove" && o.value === undefined) return Either.left(bad("invalidSyntax", `${op} needs a value`))

@@ -41,14 +41,25 @@ export class PreReadBody extends Context.Tag("agent-auth/PreReadBody")<PreReadBo
  */
 export const jsonNestsDeeperThan = (text: string, max: number = MAX_JSON_DEPTH): boolean => {
   let depth = 0
-  let inString = false
+  // the next backslash past i (-1: none left): a string with none before its closing quote is
+  // skipped with indexOf rather than char by char (a SAML Response posted as JSON is one 1 MiB string)
+  let backslash = text.indexOf("\\")
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 0x5c) i++ // backslash: the next character is escaped
-      else if (c === 0x22) inString = false
-    } else if (c === 0x22) inString = true
-    else if (c === 0x5b || c === 0x7b) {
+    if (c === 0x22) {
+      const quote = text.indexOf('"', i + 1)
+      if (quote === -1) return false // unterminated: the parser refuses it
+      if (backslash !== -1 && backslash <= i) backslash = text.indexOf("\\", i + 1)
+      if (backslash === -1 || backslash > quote) {
+        i = quote
+        continue
+      }
+      for (i++; i < text.length; i++) {
+        const s = text.charCodeAt(i)
+        if (s === 0x5c) i++ // backslash: the next character is escaped
+        else if (s === 0x22) break
+      }
+    } else if (c === 0x5b || c === 0x7b) {
       if (++depth > max) return true
     } else if (c === 0x5d || c === 0x7d) depth--
   }

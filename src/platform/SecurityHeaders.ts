@@ -1,6 +1,8 @@
 /**
  * Headers every response carries (decisions §19): `X-Content-Type-Options: nosniff`, and on the
- * API reference page (/docs) a Content-Security-Policy that lets it run only its own scripts.
+ * API reference page (/docs) a Content-Security-Policy that lets it run only its own scripts. Every
+ * HTML page refuses to be framed (§19, revised: `X-Frame-Options: DENY` and `frame-ancestors
+ * 'none'`), whichever route made it: the pages that set their own policy keep it.
  *
  * The page (the platform's Scalar layer) is one HTML document with its scripts inline (Scalar's
  * bundle included, no CDN), so the policy names those scripts by their SHA-256; the hashes are
@@ -51,12 +53,20 @@ export const withCommonHeaders = async (request: Request, response: Response): P
     out = new Response(response.body, { status: response.status, headers: response.headers })
     out.headers.set("content-security-policy", csp)
   }
+  const html = (out.headers.get("content-type") ?? "").startsWith("text/html")
+  const set = (headers: Headers) => {
+    headers.set("x-content-type-options", "nosniff")
+    if (html) {
+      headers.set("x-frame-options", "DENY")
+      if (!headers.has("content-security-policy")) headers.set("content-security-policy", "frame-ancestors 'none'")
+    }
+  }
   try {
-    out.headers.set("x-content-type-options", "nosniff")
+    set(out.headers)
   } catch {
     // a response with immutable headers: the same answer, copied
     out = new Response(out.body, { status: out.status, statusText: out.statusText, headers: out.headers })
-    out.headers.set("x-content-type-options", "nosniff")
+    set(out.headers)
   }
   return out
 }

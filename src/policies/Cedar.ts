@@ -6,11 +6,11 @@
  *
  * A set is validated against SCHEMA before it is stored, then pre-parsed once per developer (the
  * set id is the developer id, so a re-parse replaces it) and evaluated with the stateful call
- * (~4× cheaper than parsing on each request).
+ * (~4× cheaper than parsing on each request). Text is pre-scanned (CedarScan.ts) before the engine
+ * sees it, and every call goes through `withEngine`, which replaces an engine that failed.
  */
-// @ts-ignore: Bun file import
-import cedarWasmPath from "../../node_modules/@cedar-policy/cedar-wasm/web/cedar_wasm_bg.wasm" with { type: "file" }
-import * as cedar from "@cedar-policy/cedar-wasm/web"
+import { type Cedar, onRecreate, withEngine } from "./CedarEngine.ts"
+import { scanCedar } from "./CedarScan.ts"
 import type { EngineResult, PolicyContext } from "./Rules.ts"
 
 /** What a policy can see: the agent asks (principal), about a person (resource), for an action. */
@@ -28,12 +28,7 @@ action "authorize", "delegate", "bundle.create", "token.refresh", "vault.exchang
 export const MAX_SET_BYTES = 256 * 1024
 export const MAX_SET_POLICIES = 500
 
-let initialised: Promise<void> | undefined
-/** Loads the wasm once per process. */
-export const initCedar = (): Promise<void> =>
-  initialised ??= Bun.file(cedarWasmPath).arrayBuffer().then((bytes) => {
-    cedar.initSync({ module: new WebAssembly.Module(bytes) })
-  })
+export { initCedar } from "./CedarEngine.ts"
 
 /** A policy's scope (principal, action, resource constraints), read from its JSON form. */
 type Matcher = (ctx: PolicyContext) => boolean
@@ -60,11 +55,25 @@ const ID = /^[A-Za-z0-9_.:-]{1,100}$/
 
 const clip = (s: string) => s.length > 500 ? `${s.slice(0, 500)}…` : s
 
-/** Parses and validates a set's text; each policy gets its `@id` when present and unique, else `policy<N>`. */
+/**
+ * Parses and validates a set's text; each policy gets its `@id` when present and unique, else
+ * `policy<N>`. Text the pre-scan refuses never reaches the engine; text on which the engine fails
+ * anyway (it has been re-created by then) is refused like any invalid set.
+ */
 export const parseSet = (text: string): ParseOutcome => {
   if (Buffer.byteLength(text) > MAX_SET_BYTES) {
     return { ok: false, details: [{ path: "content", message: `a policy set may be at most ${MAX_SET_BYTES} bytes` }] }
   }
+  const problem = scanCedar(text)
+  if (problem !== undefined) return { ok: false, details: [problem] }
+  try {
+    return withEngine((engine) => parseChecked(engine, text))
+  } catch {
+    return { ok: false, details: [{ path: "content", message: "the Cedar engine could not process this set (too deeply nested or too long an expression)" }] }
+  }
+}
+
+const parseChecked = (cedar: Cedar, text: string): ParseOutcome => {
   const split = cedar.policySetTextToParts(text)
   if (split.type === "failure") {
     return { ok: false, details: split.errors.slice(0, 20).map((e) => ({ path: "content", message: clip(e.message) })) }
@@ -201,11 +210,17 @@ const scopeMatcher = (json: any): Matcher => {
 
 /** which set each pre-parsed id holds now: ids are reused, so a holder checks before it evaluates */
 const holders = new Map<string, object>()
+// a new engine holds no pre-parsed set: each is pre-parsed again when next used
+onRecreate(() => holders.clear())
 const MAX_SLICES = 64
 
 const ensurePreparsed = (setId: string, holder: object, policies: Record<string, string>): boolean => {
   if (holders.get(setId) === holder) return true
-  if (cedar.preparsePolicySet(setId, { staticPolicies: policies }).type !== "success") return false
+  try {
+    if (withEngine((cedar) => cedar.preparsePolicySet(setId, { staticPolicies: policies })).type !== "success") return false
+  } catch {
+    return false
+  }
   holders.set(setId, holder)
   return true
 }
@@ -310,7 +325,7 @@ export const evaluateSet = (developerId: string, set: ParsedSet, ctx: PolicyCont
     const key = memoKey(slice, ctx, request.context)
     const remembered = key === undefined ? undefined : slice.memo.get(key)
     if (remembered !== undefined) return remembered
-    const answer = cedar.statefulIsAuthorized({ ...request, preparsedPolicySetId: slice.setId })
+    const answer = withEngine((cedar) => cedar.statefulIsAuthorized({ ...request, preparsedPolicySetId: slice.setId }))
     if (answer.type === "failure") {
       return { denies: [], allows: [], errors: answer.errors.map((e) => ({ policyId: null, message: clip(e.message) })), failed: true }
     }
@@ -332,6 +347,6 @@ export const evaluateSet = (developerId: string, set: ParsedSet, ctx: PolicyCont
 
 /** Stateless evaluation (the oracle test's reference): cedar's own decision and reasons. */
 export const isAuthorizedDirect = (text: string, ctx: PolicyContext) => {
-  const answer = cedar.isAuthorized({ ...cedarRequest(ctx), policies: { staticPolicies: text } })
+  const answer = withEngine((cedar) => cedar.isAuthorized({ ...cedarRequest(ctx), policies: { staticPolicies: text } }))
   return answer.type === "success" ? answer.response : undefined
 }

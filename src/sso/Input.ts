@@ -7,7 +7,7 @@
 import { Effect } from "effect"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { BadRequest, ProtocolNotSupported } from "../platform/Errors.ts"
-import { checkReceiverUrl } from "../platform/Outbound.ts"
+import { checkReceiverName, checkReceiverUrl } from "../platform/Outbound.ts"
 import type { Connection, ConnectionFields, OidcSettings, Protocol, SamlSettings } from "./Connections.ts"
 import type { SamlInput, SamlProtocolService } from "./Protocol.ts"
 
@@ -134,6 +134,8 @@ const oidcValues = (input: ConnectionInput, current: OidcSettings | null, allowP
     if (issuerUrl === undefined) return yield* Effect.fail(bad("issuerUrl", "is required"))
     const check = checkReceiverUrl(issuerUrl, allowPrivateHosts)
     if (!check.ok) return yield* Effect.fail(bad("issuerUrl", check.reason))
+    const named = yield* Effect.promise(() => checkReceiverName(check.url, allowPrivateHosts))
+    if (!named.ok) return yield* Effect.fail(bad("issuerUrl", named.reason))
     const clientId = (yield* text("clientId", input.clientId, 500)) ?? current?.clientId
     if (clientId === undefined) return yield* Effect.fail(bad("clientId", "is required"))
     const method = input.tokenEndpointAuthMethod ?? current?.tokenEndpointAuthMethod ?? "client_secret_basic"

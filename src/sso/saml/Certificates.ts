@@ -7,6 +7,7 @@
 import { X509Certificate } from "node:crypto"
 
 export const MAX_CERTIFICATES = 10
+export const MAX_CERTIFICATE_CHARS = 16 * 1024
 
 export interface CertificateInfo {
   readonly pem: string
@@ -29,6 +30,8 @@ export const toPem = (text: string): string => {
 /** The certificate's facts, or why it is not one. */
 export const inspectCertificate = (text: string): { readonly ok: true; readonly info: CertificateInfo } | { readonly ok: false; readonly reason: string } => {
   if (typeof text !== "string" || text.trim() === "") return { ok: false, reason: "is empty" }
+  // before any regex or decoder runs: a real one is 1-3 KiB; 900 KiB of junk took ~100 ms to refuse
+  if (text.length > MAX_CERTIFICATE_CHARS) return { ok: false, reason: `is longer than ${MAX_CERTIFICATE_CHARS} characters (not a certificate)` }
   if ((text.match(/-----BEGIN /g) ?? []).length > 1) return { ok: false, reason: "holds more than one PEM block (give each certificate separately)" }
   if (/-----BEGIN (?!CERTIFICATE-----)/.test(text)) return { ok: false, reason: "is not a certificate (a PEM CERTIFICATE block is expected)" }
   const pem = toPem(text)

@@ -11,6 +11,7 @@ import { generateServiceProviderMetadata } from "@node-saml/node-saml"
 import { DOMParser } from "@xmldom/xmldom"
 import { checkReceiverUrl } from "../../platform/Outbound.ts"
 import { checkCertificates } from "./Certificates.ts"
+import { scanXml } from "./XmlScan.ts"
 
 const MD = "urn:oasis:names:tc:SAML:2.0:metadata"
 const DSIG = "http://www.w3.org/2000/09/xmldsig#"
@@ -33,11 +34,13 @@ export type Checked<A> = { readonly ok: true; readonly value: A } | { readonly o
 const refuse = <A>(path: string, message: string): Checked<A> => ({ ok: false, problems: [{ path, message }] })
 
 /**
- * XML from outside, parsed without surprises: no DTD (SAML forbids them, and they carry entity
- * expansion attacks), and a parse error is a refusal rather than a half-built document.
+ * XML from outside, parsed without surprises: the pre-scan first (no DTD, which SAML forbids and
+ * which carries entity expansion; bounded depth, elements and attributes: XmlScan.ts), and a parse
+ * error is a refusal rather than a half-built document.
  */
 export const parseXml = (xml: string): Document | string => {
-  if (/<!DOCTYPE/i.test(xml)) return "must not contain a DOCTYPE"
+  const problem = scanXml(xml)
+  if (problem !== undefined) return problem
   let error: string | undefined
   const doc = new DOMParser({
     locator: {},

@@ -37,8 +37,6 @@ export interface ParsedSet {
   /** our policy id → policy text */
   readonly policies: Record<string, string>
   readonly effects: Record<string, "permit" | "forbid">
-  /** whether a policy's action constraint names `vault.exchange` (only then are exchanges evaluated) */
-  readonly namesVaultExchange: boolean
   /** whether a request can satisfy the policy's scope; a policy whose scope fails cannot apply or err */
   readonly scopes: Record<string, Matcher>
   /** what each policy's conditions read (the key under which a slice's decisions are remembered) */
@@ -87,7 +85,6 @@ const parseChecked = (cedar: Cedar, text: string): ParseOutcome => {
   const effects: Record<string, "permit" | "forbid"> = {}
   const scopes: Record<string, Matcher> = {}
   const reads: Record<string, Reads> = {}
-  let namesVaultExchange = false
   split.policies.forEach((policy, index) => {
     const json = cedar.policyToJson(policy)
     const annotated = json.type === "success" ? json.json.annotations?.id : undefined
@@ -95,10 +92,7 @@ const parseChecked = (cedar: Cedar, text: string): ParseOutcome => {
     policies[id] = policy
     scopes[id] = json.type === "success" ? scopeMatcher(json.json) : () => true
     reads[id] = json.type === "success" ? readsOf(json.json.conditions) : { paths: [], entities: true, action: true, whole: true }
-    if (json.type === "success") {
-      effects[id] = json.json.effect
-      if (JSON.stringify(json.json.action).includes(`"vault.exchange"`)) namesVaultExchange = true
-    }
+    if (json.type === "success") effects[id] = json.json.effect
   })
   const checked = cedar.validate({ schema: SCHEMA, policies: { staticPolicies: policies } })
   if (checked.type === "failure") {
@@ -110,7 +104,7 @@ const parseChecked = (cedar: Cedar, text: string): ParseOutcome => {
       details: checked.validationErrors.slice(0, 20).map((e) => ({ path: `content/${e.policyId}`, message: clip(e.error.message) }))
     }
   }
-  return { ok: true, set: { policies, effects, namesVaultExchange, scopes, reads, slices: new Map() } }
+  return { ok: true, set: { policies, effects, scopes, reads, slices: new Map() } }
 }
 
 /**

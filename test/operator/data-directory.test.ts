@@ -10,7 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DataDirectoryHeld, LOCK_FILE, lockDataDirectory } from "../../src/platform/DataDirectory.ts"
-import { testPrivateKey } from "../support/app.ts"
+import { testPrivateKey, usingRealServers } from "../support/app.ts"
 import { runCli, type ServiceProcess, spawnCli } from "./process.ts"
 
 const dirs: Array<string> = []
@@ -70,7 +70,8 @@ describe("in process: the lock itself", () => {
   })
 })
 
-test("two processes on one directory: the second serve and every operator command exit 1 naming the holder, writing nothing; the lock goes with its holder", async () => {
+// embedded directories only: the run against PostgreSQL and Redis need not repeat these processes
+test.skipIf(usingRealServers)("two processes on one directory: the second serve and every operator command exit 1 naming the holder, writing nothing; the lock goes with its holder", async () => {
   const dir = tempDir()
   const env = { DATABASE_URL: `pglite://${dir}`, REDIS_URL: "memory://", RSA_PRIVATE_KEY: testPrivateKey(), HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" }
   const first = spawnCli(["serve"], env)
@@ -118,7 +119,7 @@ test("two processes on one directory: the second serve and every operator comman
   expect(await next.stop()).toBe(0)
 }, 240_000)
 
-test("readiness fails once the data directory is removed (and /health names the database)", async () => {
+test.skipIf(usingRealServers)("readiness fails once the data directory is removed (and /health names the database)", async () => {
   const dir = tempDir()
   const env = { DATABASE_URL: `pglite://${dir}`, REDIS_URL: "memory://", RSA_PRIVATE_KEY: testPrivateKey(), HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" }
   const service = spawnCli(["serve"], env)

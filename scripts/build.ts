@@ -12,8 +12,8 @@ import { sourceCommit } from "../src/platform/BuildInfo.ts"
 mkdirSync("dist", { recursive: true })
 const entrypoints = ["src/main.ts"]
 // Worker entry points must be named so the compiler embeds them; they land relative to the entry
-// points' common folder (src/), which is where Verifier.ts's defaultWorkerUrl looks in the binary.
-for (const extra of ["src/offline-sync/verifyWorker.ts"]) {
+// points' common folder (src/), which is where Verifier.ts's and CedarPool.ts's worker URLs look in the binary.
+for (const extra of ["src/offline-sync/verifyWorker.ts", "src/policies/cedarWorker.ts"]) {
   if (await Bun.file(extra).exists()) entrypoints.push(extra)
 }
 const started = performance.now()

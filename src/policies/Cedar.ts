@@ -4,30 +4,17 @@
  * module is initialised from those bytes; the package's nodejs entry would read it from disk next
  * to itself, which the binary does not have.
  *
- * A set is validated against SCHEMA before it is stored, then pre-parsed once per developer (the
+ * A set is validated against SCHEMA before it is stored (in a worker thread: CedarCheck.ts,
+ * CedarPool.ts), then pre-parsed here once per developer (the
  * set id is the developer id, so a re-parse replaces it) and evaluated with the stateful call
  * (~4× cheaper than parsing on each request). Text is pre-scanned (CedarScan.ts) before the engine
  * sees it, and every call goes through `withEngine`, which replaces an engine that failed.
  */
-import { type Cedar, onRecreate, withEngine } from "./CedarEngine.ts"
-import { scanCedar } from "./CedarScan.ts"
+import { onRecreate, withEngine } from "./CedarEngine.ts"
+import { type CheckOutcome, checkHere, clip, type Details, precheck, type Reads, type ScopeJson } from "./CedarCheck.ts"
 import type { EngineResult, PolicyContext } from "./Rules.ts"
 
-/** What a policy can see: the agent asks (principal), about a person (resource), for an action. */
-export const SCHEMA = `entity Group;
-entity Agent;
-entity Principal in [Group] { active: Bool, ssoVerified: Bool };
-type TimeInfo = { iso: String, hhmm: String, weekday: Long, tz: String, minuteOfDay: Long };
-type RequestInfo = { ip?: String, userAgent?: String };
-type GrantInfo = { id: String, delegationDepth: Long, parentGrantId?: String };
-type PolicyContext = { agentId: String, agentDid: String, principalId: String, developerId: String, scopes: Set<String>,
-  action: String, time: TimeInfo, request: RequestInfo, grant?: GrantInfo };
-action "authorize", "delegate", "bundle.create", "token.refresh", "vault.exchange"
-  appliesTo { principal: Agent, resource: Principal, context: PolicyContext };`
-
-export const MAX_SET_BYTES = 256 * 1024
-export const MAX_SET_POLICIES = 500
-
+export { MAX_SET_BYTES, MAX_SET_POLICIES, type Reads, SCHEMA } from "./CedarCheck.ts"
 export { initCedar } from "./CedarEngine.ts"
 
 /** A policy's scope (principal, action, resource constraints), read from its JSON form. */
@@ -47,115 +34,24 @@ export interface ParsedSet {
 
 export type ParseOutcome =
   | { readonly ok: true; readonly set: ParsedSet }
-  | { readonly ok: false; readonly details: ReadonlyArray<{ path: string; message: string }> }
+  | { readonly ok: false; readonly details: Details }
 
-const ID = /^[A-Za-z0-9_.:-]{1,100}$/
-
-const clip = (s: string) => s.length > 500 ? `${s.slice(0, 500)}…` : s
-
-/**
- * Parses and validates a set's text; each policy gets its `@id` when present and unique, else
- * `policy<N>`. Text the pre-scan refuses never reaches the engine; text on which the engine fails
- * anyway (it has been re-created by then) is refused like any invalid set.
- */
-export const parseSet = (text: string): ParseOutcome => {
-  if (Buffer.byteLength(text) > MAX_SET_BYTES) {
-    return { ok: false, details: [{ path: "content", message: `a policy set may be at most ${MAX_SET_BYTES} bytes` }] }
-  }
-  const problem = scanCedar(text)
-  if (problem !== undefined) return { ok: false, details: [problem] }
-  try {
-    return withEngine((engine) => parseChecked(engine, text))
-  } catch {
-    return { ok: false, details: [{ path: "content", message: "the Cedar engine could not process this set (too deeply nested or too long an expression)" }] }
-  }
-}
-
-const parseChecked = (cedar: Cedar, text: string): ParseOutcome => {
-  const split = cedar.policySetTextToParts(text)
-  if (split.type === "failure") {
-    return { ok: false, details: split.errors.slice(0, 20).map((e) => ({ path: "content", message: clip(e.message) })) }
-  }
-  if (split.policy_templates.length > 0) return { ok: false, details: [{ path: "content", message: "templates are not supported" }] }
-  if (split.policies.length === 0) return { ok: false, details: [{ path: "content", message: "the set has no policies" }] }
-  if (split.policies.length > MAX_SET_POLICIES) {
-    return { ok: false, details: [{ path: "content", message: `a policy set may hold at most ${MAX_SET_POLICIES} policies` }] }
-  }
-  const policies: Record<string, string> = {}
-  const effects: Record<string, "permit" | "forbid"> = {}
+/** A set the engine checked (in a worker or here) as this thread evaluates it: scopes become predicates. */
+export const fromChecked = (outcome: CheckOutcome): ParseOutcome => {
+  if (!outcome.ok) return outcome
+  const { policies, effects, reads } = outcome.set
   const scopes: Record<string, Matcher> = {}
-  const reads: Record<string, Reads> = {}
-  split.policies.forEach((policy, index) => {
-    const json = cedar.policyToJson(policy)
-    const annotated = json.type === "success" ? json.json.annotations?.id : undefined
-    const id = typeof annotated === "string" && ID.test(annotated) && policies[annotated] === undefined ? annotated : `policy${index}`
-    policies[id] = policy
-    scopes[id] = json.type === "success" ? scopeMatcher(json.json) : () => true
-    reads[id] = json.type === "success" ? readsOf(json.json.conditions) : { paths: [], entities: true, action: true, whole: true }
-    if (json.type === "success") effects[id] = json.json.effect
-  })
-  const checked = cedar.validate({ schema: SCHEMA, policies: { staticPolicies: policies } })
-  if (checked.type === "failure") {
-    return { ok: false, details: checked.errors.slice(0, 20).map((e) => ({ path: "content", message: clip(e.message) })) }
-  }
-  if (checked.validationErrors.length > 0) {
-    return {
-      ok: false,
-      details: checked.validationErrors.slice(0, 20).map((e) => ({ path: `content/${e.policyId}`, message: clip(e.error.message) }))
-    }
-  }
+  for (const [id, json] of Object.entries(outcome.set.scopes)) scopes[id] = json === null ? () => true : scopeMatcher(json)
   return { ok: true, set: { policies, effects, scopes, reads, slices: new Map() } }
 }
 
 /**
- * What conditions read: context paths (`scopes`, `time.minuteOfDay`), whether they read the
- * principal or resource (entities, groups) or the action, or the context as a whole. A decision
- * depends on nothing else, so it can be remembered under those values.
+ * Parses and validates a set's text on this thread (the service parses uploads in workers,
+ * CedarPool.ts; this is its fall-back and the tests' direct call). Text the pre-scan refuses never
+ * reaches the engine; text on which the engine fails anyway (it has been re-created by then) is
+ * refused like any invalid set.
  */
-export interface Reads {
-  readonly paths: ReadonlyArray<string>
-  readonly entities: boolean
-  readonly action: boolean
-  readonly whole: boolean
-}
-
-const readsOf = (conditions: unknown): Reads => {
-  const paths = new Set<string>()
-  let entities = false, action = false, whole = false
-  /** ["time", "minuteOfDay"] for context.time.minuteOfDay; undefined when the chain is not on context */
-  const chain = (node: any): Array<string> | undefined => {
-    if (node?.Var === "context") return []
-    const dot = node?.["."]
-    if (dot && typeof dot === "object" && typeof dot.attr === "string") {
-      const left = chain(dot.left)
-      return left === undefined ? undefined : [...left, dot.attr]
-    }
-    return undefined
-  }
-  const walk = (node: any): void => {
-    if (node === null || typeof node !== "object") return
-    if (Array.isArray(node)) return node.forEach(walk)
-    const path = chain(node)
-    if (path !== undefined) {
-      if (path.length === 0) whole = true
-      else paths.add(path.join("."))
-      return
-    }
-    const has = node.has
-    if (has && typeof has === "object" && typeof has.attr === "string") {
-      const left = chain(has.left)
-      if (left !== undefined) {
-        paths.add([...left, has.attr].join("."))
-        return
-      }
-    }
-    if (node.Var === "principal" || node.Var === "resource") entities = true
-    if (node.Var === "action") action = true
-    for (const value of Object.values(node)) walk(value)
-  }
-  walk(conditions)
-  return { paths: [...paths].sort(), entities, action, whole }
-}
+export const parseSet = (text: string): ParseOutcome => fromChecked(precheck(text) ?? checkHere(text))
 
 interface Slice {
   readonly setId: string
@@ -172,7 +68,7 @@ const uid = (e: Uid | undefined) => e?.__entity ?? (e?.type !== undefined ? { ty
  * Principal in its groups). Anything not understood answers true: the slice may then hold a policy
  * that cannot apply, never lose one that could.
  */
-const scopeMatcher = (json: any): Matcher => {
+const scopeMatcher = (json: ScopeJson | any): Matcher => {
   const checks: Array<Matcher> = []
   const p = json.principal, a = json.action, r = json.resource
   if ((p?.op === "==" || p?.op === "in") && uid(p.entity) !== undefined) {

@@ -38,13 +38,21 @@ let generation = 0
 const listeners: Array<() => void> = []
 
 let loading: Promise<void> | undefined
-/** Compiles the module once per process and makes the first instance. */
-export const initCedar = (): Promise<void> =>
-  loading ??= Bun.file(cedarWasmPath).arrayBuffer().then((bytes) => {
-    compiled = new WebAssembly.Module(bytes)
-    makeGlue = new Function(factoryBody(glueText as unknown as string)) as typeof makeGlue
-    recreate()
-  })
+/**
+ * Compiles the module once per process (~150 ms, more on a busy machine) and makes the first
+ * instance; a worker thread is given the main thread's compiled module instead (CedarPool.ts).
+ */
+export const initCedar = (module?: WebAssembly.Module): Promise<void> =>
+  // (`Effect.promise(initCedar)` passes an AbortSignal: only a module counts)
+  loading ??= (module instanceof WebAssembly.Module ? Promise.resolve(module) : Bun.file(cedarWasmPath).arrayBuffer().then((bytes) => new WebAssembly.Module(bytes)))
+    .then((module) => {
+      compiled = module
+      makeGlue = new Function(factoryBody(glueText as unknown as string)) as typeof makeGlue
+      recreate()
+    })
+
+/** the compiled module (after initCedar): a worker is handed it rather than compiling its own */
+export const compiledCedar = (): WebAssembly.Module | undefined => compiled
 
 /** A fresh glue and instance; whatever the old instance held (pre-parsed sets) is gone. */
 const recreate = () => {

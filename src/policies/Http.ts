@@ -10,7 +10,6 @@ import { BadRequest, NotFound, PolicyInvalid } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { parseSet } from "./Cedar.ts"
 import { type BundleRow, type DecisionRow, makeRepo, type RuleFields } from "./Repo.ts"
 import { type PolicyAction, type Rule, ruleView } from "./Rules.ts"
 import { PolicyEngine } from "./Service.ts"
@@ -166,7 +165,7 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
             if (text === undefined) {
               return yield* Effect.fail(new PolicyInvalid({ message: "content is not UTF-8 text", details: [{ path: "content", message: "is not UTF-8 text" }] }))
             }
-            const parsed = parseSet(text)
+            const parsed = yield* engine.parseCedar(text)
             if (!parsed.ok) {
               return yield* Effect.fail(new PolicyInvalid({ message: `The Cedar policy set is not valid: ${parsed.details[0]?.message}`, details: parsed.details }))
             }

@@ -19,7 +19,8 @@ import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { PeerAddress } from "../platform/RateLimit.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { evaluateSet, initCedar, type ParsedSet, parseSet, preparse } from "./Cedar.ts"
+import { evaluateSet, initCedar, type ParsedSet, type ParseOutcome, preparse } from "./Cedar.ts"
+import { type CedarParser, cedarParserScoped } from "./CedarPool.ts"
 import { evaluateOpa } from "./Opa.ts"
 import { DirectoryPrincipals } from "../directory/Principals.ts"
 import { directoryPort } from "./DirectoryPort.ts"
@@ -79,6 +80,9 @@ export interface PolicyEngineService {
   /** drops the developer's entry (after a change on this instance) and refreshes their flags */
   readonly changed: (developerId: string) => Effect.Effect<void>
   readonly ssoEnforced: (developerId: string) => Effect.Effect<boolean>
+  /** parses and validates a Cedar set's text in a worker thread (CedarPool.ts) */
+  readonly parseCedar: (text: string) => Effect.Effect<ParseOutcome>
+  readonly cedarParser: CedarParser
   /** token.refresh: the denial's message (the refresh answers INVALID_GRANT with it), or undefined */
   readonly refreshDenied: (developerId: string, grantId: string) => Effect.Effect<string | undefined>
 }
@@ -96,6 +100,8 @@ export const PolicyEngineLive = Layer.scoped(
   PolicyEngine,
   Effect.gen(function*() {
     yield* Effect.promise(initCedar)
+    const parser = yield* cedarParserScoped()
+    const parseCedar = (text: string) => Effect.promise(() => parser.parse(text))
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const audit = yield* AuditChain
@@ -139,7 +145,7 @@ export const PolicyEngineLive = Layer.scoped(
         else if (parsedSets.get(developerId)?.bundleId === bundleId) cedar = parsedSets.get(developerId)!.set
         else {
           const content = yield* repo.contentOf(bundleId)
-          const parsed = content === undefined ? undefined : parseSet(Buffer.from(content).toString("utf8"))
+          const parsed = content === undefined ? undefined : yield* parseCedar(Buffer.from(content).toString("utf8"))
           // stored sets were validated; one that no longer parses (a newer cedar) fails closed
           if (parsed === undefined || !parsed.ok || !preparse(developerId, parsed.set)) {
             return yield* Effect.fail(new Error(`the active Cedar set ${bundleId} does not parse`))
@@ -385,7 +391,9 @@ export const PolicyEngineLive = Layer.scoped(
       explain,
       load,
       changed,
-      ssoEnforced: (developerId) => sso.enforced(developerId)
+      ssoEnforced: (developerId) => sso.enforced(developerId),
+      parseCedar,
+      cedarParser: parser
     }
   })
 )

@@ -20,7 +20,7 @@ afterAll(async () => {
   await redis?.stop()
 })
 
-test.skipIf(!REDIS_SERVER)("Redis stopped: 503 within 300 ms, no handler runs, recovery without restart", async () => {
+test.skipIf(!REDIS_SERVER)("Redis stopped: 503 at once (no queued command), no handler runs, recovery without restart", async () => {
   const { apiKey } = await app.signup()
   expect((await app.request("GET", "/v1/me", { apiKey })).status).toBe(200)
   const before = (await app.query<{ n: number }>("SELECT count(*)::int AS n FROM developers"))[0]!.n

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { readFileSync } from "node:fs"
 import { startTestApp, type TestApp } from "../support/app.ts"
+import { freePort } from "../support/net.ts"
 
 let app: TestApp
 beforeAll(async () => {
@@ -65,7 +66,8 @@ test("GET / points a newcomer to the docs", async () => {
 
 test("npm run dev prints the base URL, the docs URL and the command that signs up a developer", async () => {
   const dir = (await import("node:fs")).mkdtempSync(`${(await import("node:os")).tmpdir()}/aas-dev-`)
-  const port = String(20000 + Math.floor(Math.random() * 20000))
+  // a port the system just handed out (a random one met another test's listener under load)
+  const port = String(await freePort())
   const child = Bun.spawn([process.execPath, new URL("../../src/main.ts", import.meta.url).pathname, "dev"], {
     cwd: dir,
     env: { PATH: process.env.PATH ?? "", PORT: port, LOG_LEVEL: "warn" },
@@ -79,7 +81,7 @@ test("npm run dev prints the base URL, the docs URL and the command that signs u
     while (!out.includes("Sign up") || !out.includes("Authorization: Bearer")) {
       if (Date.now() > deadline) throw new Error(`no banner: ${out}`)
       const { done, value } = await reader.read()
-      if (done) throw new Error(`dev exited: ${out}`)
+      if (done) throw new Error(`dev exited ${await child.exited}: ${out} ${await new Response(child.stderr).text()}`)
       out += new TextDecoder().decode(value)
     }
     const base = `http://localhost:${port}`

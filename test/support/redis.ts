@@ -15,10 +15,15 @@ export const startPrivateRedis = async (): Promise<PrivateRedis> => {
   const port = await freePort()
   let child: ChildProcess | undefined
   const start = async () => {
+    // a peer server keeps the machine's real time: a suite run under libfaketime (the date a year
+    // ahead) does not hand it on, and redis-server cannot start under it
+    const { LD_PRELOAD: _preload, FAKETIME: _faketime, ...env } = process.env
     child = spawn(REDIS_SERVER!, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: "ignore"
+      stdio: "ignore",
+      env
     })
-    for (let i = 0; i < 100; i++) {
+    // up to 10 s: a loaded machine can take seconds to start it
+    for (let i = 0; i < 500; i++) {
       const up = await new Promise<boolean>((resolve) => {
         const socket = require("node:net").connect(port, "127.0.0.1")
         socket.once("connect", () => (socket.end(), resolve(true)))

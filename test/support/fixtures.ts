@@ -13,11 +13,14 @@ export const createAgent = async (
   scopes: ReadonlyArray<string> = ["email:read", "calendar:read"],
   name = "Test agent"
 ): Promise<string> => {
-  const id = newId("ag")
+  // made at the service's time (TestClock's in a TestClock app), never the database's real date:
+  // a period's invoice counted an agent made "next year" under a run a year ahead
+  const at = await app.now()
+  const id = newId("ag", at)
   await app.query(
     `INSERT INTO agents (id, developer_id, name, description, scopes, status, created_at, updated_at)
-     VALUES ($1, $2, $3, NULL, $4, 'active', now(), now())`,
-    [id, developerId, name, scopes]
+     VALUES ($1, $2, $3, NULL, $4, 'active', $5, $5)`,
+    [id, developerId, name, scopes, new Date(at)]
   )
   return id
 }

@@ -121,7 +121,8 @@ test("with LOG_LEVEL=debug no token, refresh token, client secret, grant token o
       })
       return { status: res.status, body: await res.json().catch(() => undefined) as any }
     }
-    const past = new Date(Date.now() - 60_000).toISOString()
+    // a fixed past date: the child process keeps its own clock, which need not be this process's
+    const past = "2020-01-01T00:00:00.000Z"
     const tokenEndpoint = `http://127.0.0.1:${upstream.port}/token`
 
     expect((await call("POST", "/v1/vault/credentials", apiKey, {

@@ -8,16 +8,9 @@ import { readFileSync } from "node:fs"
 import { createServer, type Server } from "node:net"
 import { loadConfig, VARIABLES } from "../../src/Config.ts"
 import { createDatabase, startTestApp, testPrivateKey, usingRealPostgres, usingRealRedis } from "../support/app.ts"
+import { runCli } from "./process.ts"
 
-const run = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const child = Bun.spawn([process.execPath, "src/main.ts", ...args], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdout: "pipe",
-    stderr: "pipe"
-  })
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  return { stdout, stderr, code }
-}
+const run = runCli
 
 /** the variable names of the README's configuration table (`A` / `_B` means A's prefix + _B) */
 const readmeVariables = (): Array<string> => {

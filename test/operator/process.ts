@@ -86,7 +86,7 @@ export const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string
 }
 
 /** a one-shot command: its output and exit code */
-export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string>) => {
+export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
   const child = Bun.spawn([process.execPath, "src/main.ts", ...args], {
     env: { PATH: process.env.PATH ?? "", ...env },
     stdout: "pipe",

@@ -25,4 +25,4 @@ await $`${process.execPath} build --compile --minify-syntax --minify-whitespace 
 const size = Bun.file("dist/agent-auth").size
 console.log(`dist/agent-auth: ${(size / 1024 / 1024).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s (commit ${commit}, built ${builtAt})`)
 await buildKit()
-console.log("dist/offline: index.js + index.d.ts (the on-device kit)")
+console.log("dist/offline and dist/offline-kit: the on-device kit, as an entry of this package and as a package of its own")

@@ -56,6 +56,44 @@ import m0026 from "./0026_anomalies.sql" with { type: "text" }
 import m0027 from "./0027_anomaly_channels.sql" with { type: "text" }
 // @ts-ignore text import
 import m0030 from "./0030_sso_identity_trust.sql" with { type: "text" }
+// @ts-ignore text import
+import m0032 from "./0032_export_proofs.sql" with { type: "text" }
+// @ts-ignore text import
+import m0033 from "./0033_leases.sql" with { type: "text" }
+// @ts-ignore text import
+import m0034 from "./0034_plan_history.sql" with { type: "text" }
+// @ts-ignore text import
+import m0035 from "./0035_grant_approval.sql" with { type: "text" }
+// @ts-ignore text import
+import m0037 from "./0037_api_keys.sql" with { type: "text" }
+// @ts-ignore text import
+import m0038 from "./0038_webhook_pause.sql" with { type: "text" }
+// @ts-ignore text import
+import m0039 from "./0039_live_meter_counts.sql" with { type: "text" }
+// @ts-ignore text import
+import m0040 from "./0040_dpdp_consent.sql" with { type: "text" }
+// @ts-ignore text import
+import m0041 from "./0041_dpdp_grievances.sql" with { type: "text" }
+// @ts-ignore text import
+import m0042 from "./0042_dpdp_nominations.sql" with { type: "text" }
+// @ts-ignore text import
+import m0043 from "./0043_idempotency_keys.sql" with { type: "text" }
+// @ts-ignore text import
+import m0044 from "./0044_dpdp_automatic_consent.sql" with { type: "text" }
+// @ts-ignore text import
+import m0045 from "./0045_dpdp_erasure.sql" with { type: "text" }
+// @ts-ignore text import
+import m0046 from "./0046_dpdp_retention.sql" with { type: "text" }
+// @ts-ignore text import
+import m0047 from "./0047_oauth.sql" with { type: "text" }
+// @ts-ignore text import
+import m0050 from "./0050_event_stream.sql" with { type: "text" }
+// @ts-ignore text import
+import m0051 from "./0051_console_sessions.sql" with { type: "text" }
+// @ts-ignore text import
+import m0052 from "./0052_oauth_cimd.sql" with { type: "text" }
+// @ts-ignore text import
+import m0054 from "./0054_registration_flood.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -84,5 +122,24 @@ export const migrations: Record<string, string> = {
   "0025_sso_saml": m0025,
   "0026_anomalies": m0026,
   "0027_anomaly_channels": m0027,
-  "0030_sso_identity_trust": m0030
+  "0030_sso_identity_trust": m0030,
+  "0032_export_proofs": m0032,
+  "0033_leases": m0033,
+  "0034_plan_history": m0034,
+  "0035_grant_approval": m0035,
+  "0037_api_keys": m0037,
+  "0038_webhook_pause": m0038,
+  "0039_live_meter_counts": m0039,
+  "0040_dpdp_consent": m0040,
+  "0041_dpdp_grievances": m0041,
+  "0042_dpdp_nominations": m0042,
+  "0043_idempotency_keys": m0043,
+  "0044_dpdp_automatic_consent": m0044,
+  "0045_dpdp_erasure": m0045,
+  "0046_dpdp_retention": m0046,
+  "0047_oauth": m0047,
+  "0050_event_stream": m0050,
+  "0051_console_sessions": m0051,
+  "0052_oauth_cimd": m0052,
+  "0054_registration_flood": m0054
 }

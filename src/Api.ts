@@ -14,7 +14,12 @@ import { CredentialsApi } from "./credentials/Api.ts"
 import { DevelopersApi } from "./developers/Api.ts"
 import { ScimApi, ScimTokensApi } from "./directory/Api.ts"
 import { DomainsApi } from "./domains/Api.ts"
+import { EventsApi } from "./events/Api.ts"
+import { ConsoleApi } from "./console/Api.ts"
+import { DpdpGrievancesApi, DpdpNoticesApi, DpdpRecordsApi } from "./dpdp/Api.ts"
 import { GrantsApi } from "./grants/Api.ts"
+import { OAuthApi, ResourceServersApi } from "./oauth/Api.ts"
+import { OAuthSignInApi } from "./oauth/SignInApi.ts"
 import { OfflineSyncApi } from "./offline-sync/Api.ts"
 import { PasskeysApi } from "./passkeys/Api.ts"
 import { describeApi } from "./openapi/Document.ts"
@@ -27,7 +32,7 @@ import { SystemApi } from "./system/Api.ts"
 import { VaultApi } from "./vault/Api.ts"
 import { WebhooksApi } from "./webhooks/Api.ts"
 
-export class Api extends HttpApi.make("agent-auth-service")
+const Endpoints = HttpApi.make("agent-auth-service")
   .add(SystemApi)
   .add(DevelopersApi)
   .add(AgentsApi)
@@ -38,6 +43,9 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(OfflineSyncApi)
   .add(VaultApi)
   .add(BreachesApi)
+  .add(DpdpNoticesApi)
+  .add(DpdpRecordsApi)
+  .add(DpdpGrievancesApi)
   .add(BudgetsApi)
   .add(DomainsApi)
   .add(PasskeysApi)
@@ -57,8 +65,14 @@ export class Api extends HttpApi.make("agent-auth-service")
   .add(SamlApi)
   .add(AnomaliesApi)
   .add(AnomalyChannelsApi)
+  .add(EventsApi)
+  .add(ConsoleApi)
+  .add(ResourceServersApi)
+  .add(OAuthApi)
+  .add(OAuthSignInApi)
   .annotate(OpenApi.Title, "agent-auth-service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Authorization service for software agents acting on behalf of people")
-  .annotate(OpenApi.Transform, (spec) => describeApi(documentErrors(spec)))
-{}
+
+// the transform reads each operation's documentation from the groups (their OperationDocs annotation)
+export class Api extends Endpoints.annotate(OpenApi.Transform, (spec) => describeApi(Endpoints, documentErrors(spec))) {}

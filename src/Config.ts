@@ -6,14 +6,15 @@
  */
 import { Context, Layer } from "effect"
 import { createPrivateKey } from "node:crypto"
-import type { BlockList } from "node:net"
 import { loadPlans, type Plans, PlansProblem } from "./billing/Plans.ts"
+import { oauthSettings } from "./ConfigOAuth.ts"
 import {
   boolean, checkHost, checkOrigin, checkResolver, checkRpId, checkVaultKeys, ConfigError, didWebDomain, type Env, integer, isRsaKey,
-  limitOrNone, parseTrustProxy, positiveNumber, required, splitPems, ssoSettings, url, vcPreviousKeys, vcSigningKey, webauthnTrust
+  limitOrNone, parseTrustProxy, positiveNumber, required, splitPems, type SsoSettings, ssoSettings, type TrustProxy, url, vcPreviousKeys, vcSigningKey,
+  type WebauthnTrust, webauthnTrust
 } from "./ConfigParsing.ts"
 
-export { ConfigError } from "./ConfigParsing.ts"
+export { ConfigError, type TrustProxy } from "./ConfigParsing.ts"
 export { VARIABLES } from "./ConfigVariables.ts"
 
 export interface AppConfig {
@@ -32,8 +33,7 @@ export interface AppConfig {
   readonly didMethod: string
   readonly maxDelegationDepth: number
   readonly webauthn: { readonly rpId: string; readonly origin: string; readonly rpName: string }
-  /** attestation trust anchors (decisions §17): root certificates and local metadata statements */
-  readonly webauthnTrust: { readonly roots: ReadonlyArray<string>; readonly statements: ReadonlyArray<Record<string, unknown>> }
+  readonly webauthnTrust: WebauthnTrust
   readonly webhooks: {
     readonly allowPrivateHosts: boolean
     readonly pollIntervalSeconds: number
@@ -48,14 +48,26 @@ export interface AppConfig {
     readonly concurrency: number
   }
   readonly compliance: { readonly jobPollSeconds: number }
-  /** decisions §12: the key of stored login states, the session lifetime, private providers (tests) */
-  readonly sso: { readonly stateSecret: string; readonly sessionTtlSeconds: number; readonly allowPrivateHosts: boolean }
+  readonly sso: SsoSettings
+  /** decisions §22.9: the issuer base (issuers are `<base>/oauth/<developerId>`), the code and sign-in lifetimes */
+  readonly oauth: {
+    readonly issuerBase: string
+    readonly codeTtlMs: number
+    readonly interactionTtlMs: number
+    /** decisions §22.3, §22.9: fetching client ID metadata documents */
+    readonly cimd: { readonly timeoutMs: number; readonly maxBytes: number; readonly allowPrivateHosts: boolean }
+  }
   /** decisions §14: the windowed rules' pass, per developer */
   readonly anomalies: { readonly intervalSeconds: number }
   readonly breaches: {
     readonly deadlineAlertsEnabled: boolean
     readonly alertLeadMinutes: number
     readonly alertIntervalSeconds: number
+    /** decisions §21: the same fiber's poll also alerts grievance deadlines */
+    readonly grievanceAlertsEnabled: boolean
+    readonly grievanceAlertLeadDays: number
+    /** decisions §21: the DPDP fiber's poll (scheduled erasures, log holds) */
+    readonly dpdpFiberIntervalSeconds: number
   }
   readonly rateLimits: RateLimitFigures
   /** decisions §13: built-in rules and Cedar always; OPA over HTTP when `backend` is "opa" */
@@ -95,13 +107,12 @@ export interface RateLimitFigures {
   readonly authorizePerDeveloper: number
   /** sign-ups per source address per clock hour */
   readonly signupPerHour: number
+  /** decisions §22.9: `/token` per client_id per minute, `/register` per developer per clock hour, introspection per resource server per minute */
+  readonly oauthTokenPerClient: number
+  readonly oauthRegisterPerDeveloper: number
+  readonly oauthIntrospect: number
   readonly scale: number
 }
-
-export type TrustProxy =
-  | { readonly _tag: "none" }
-  | { readonly _tag: "hops"; readonly hops: number }
-  | { readonly _tag: "cidrs"; readonly trusted: BlockList }
 
 export class Config extends Context.Tag("agent-auth/Config")<Config, AppConfig>() {
   static layer = (config: AppConfig) => Layer.succeed(Config, config)
@@ -217,11 +228,15 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
     },
     compliance: { jobPollSeconds: positiveNumber(env, "COMPLIANCE_JOB_POLL_SECONDS", 5) },
     sso,
+    oauth: oauthSettings(env, production, publicBaseUrl),
     anomalies: { intervalSeconds: positiveNumber(env, "ANOMALY_INTERVAL_SECONDS", 300) },
     breaches: {
       deadlineAlertsEnabled: env.DPDP_BREACH_DEADLINE_ALERTS_ENABLED === "true",
       alertLeadMinutes: integer(env, "DPDP_BREACH_ALERT_LEAD_MINUTES", 1440),
-      alertIntervalSeconds: positiveNumber(env, "DPDP_BREACH_ALERT_INTERVAL_SECONDS", 300)
+      alertIntervalSeconds: positiveNumber(env, "DPDP_BREACH_ALERT_INTERVAL_SECONDS", 300),
+      grievanceAlertsEnabled: env.DPDP_GRIEVANCE_DEADLINE_ALERTS_ENABLED === "true",
+      grievanceAlertLeadDays: integer(env, "DPDP_GRIEVANCE_ALERT_LEAD_DAYS", 10, 0),
+      dpdpFiberIntervalSeconds: positiveNumber(env, "DPDP_FIBER_INTERVAL_SECONDS", 300)
     },
     rateLimits: {
       planFree: integer(env, "RATE_LIMIT_PLAN_FREE", 100, 1),
@@ -232,6 +247,9 @@ export const loadConfig = (env: Env = process.env): AppConfig => {
       revocationStatus: integer(env, "RATE_LIMIT_REVOCATION_STATUS", 6000, 1),
       authorizePerDeveloper: integer(env, "RATE_LIMIT_AUTHORIZE_PER_DEVELOPER", 10, 1),
       signupPerHour: integer(env, "RATE_LIMIT_SIGNUP_PER_HOUR", 10, 1),
+      oauthTokenPerClient: integer(env, "RATE_LIMIT_OAUTH_TOKEN_PER_CLIENT", 120, 1),
+      oauthRegisterPerDeveloper: integer(env, "RATE_LIMIT_OAUTH_REGISTER_PER_DEVELOPER", 1000, 1),
+      oauthIntrospect: integer(env, "RATE_LIMIT_OAUTH_INTROSPECT", 6000, 1),
       scale: positiveNumber(env, "RATE_LIMIT_SCALE", 1)
     },
     policy: { backend: policyBackend, opaUrl, opaTimeoutMs: integer(env, "OPA_TIMEOUT_MS", 2000, 1) },

@@ -6,7 +6,6 @@
 import { createPrivateKey, createPublicKey, type KeyObject, randomBytes, X509Certificate } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { BlockList, isIP } from "node:net"
-import type { AppConfig, TrustProxy } from "./Config.ts"
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, readonly problem: string) {
@@ -62,6 +61,25 @@ export const url = (name: string, value: string, protocols: ReadonlyArray<string
     throw new ConfigError(name, `must use one of ${protocols.join(", ")}`)
   }
   return value
+}
+
+/** which proxies' X-Forwarded-For to believe (TRUST_PROXY) */
+export type TrustProxy =
+  | { readonly _tag: "none" }
+  | { readonly _tag: "hops"; readonly hops: number }
+  | { readonly _tag: "cidrs"; readonly trusted: BlockList }
+
+/** attestation trust anchors (decisions §17): root certificates and local metadata statements */
+export interface WebauthnTrust {
+  readonly roots: ReadonlyArray<string>
+  readonly statements: ReadonlyArray<Record<string, unknown>>
+}
+
+/** decisions §12: the key of stored login states, the session lifetime, private providers (tests) */
+export interface SsoSettings {
+  readonly stateSecret: string
+  readonly sessionTtlSeconds: number
+  readonly allowPrivateHosts: boolean
 }
 
 export const parseTrustProxy = (raw: string | undefined): TrustProxy => {
@@ -141,7 +159,7 @@ export const checkOrigin = (origin: string): string => {
  * (a JSON array of FIDO metadata statements, inline or a file path): the only trust anchors an
  * attestation policy with an AAGUID allow-list can rely on (the FIDO MDS is not reachable).
  */
-export const webauthnTrust = (env: Env): AppConfig["webauthnTrust"] => {
+export const webauthnTrust = (env: Env): WebauthnTrust => {
   const read = (name: string): string | undefined => {
     const raw = env[name]?.trim()
     if (!raw) return undefined
@@ -249,7 +267,7 @@ export const didWebDomain = (raw: string | undefined): string | undefined => {
 
 let processStateSecret: string | undefined
 
-export const ssoSettings = (env: Env, production: boolean): AppConfig["sso"] => {
+export const ssoSettings = (env: Env, production: boolean): SsoSettings => {
   const secret = env.SSO_STATE_SECRET?.trim() || undefined
   if (secret === undefined && production) throw new ConfigError("SSO_STATE_SECRET", "is required in production")
   if (secret !== undefined && secret.length < 32) throw new ConfigError("SSO_STATE_SECRET", "must be at least 32 characters")

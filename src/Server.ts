@@ -8,12 +8,14 @@ import { HttpApiBuilder, HttpApiScalar, HttpApp, HttpServer } from "@effect/plat
 import { Context, Effect, Layer, ManagedRuntime, Option, type Runtime } from "effect"
 import { AgentsHttp } from "./agents/Http.ts"
 import { AgentsLive } from "./agents/Service.ts"
+import { AgentSuspensionLive } from "./agents/Suspension.ts"
 import { AnomalyCoreDisabled, AnomalyCoreLive } from "./anomalies/Core.ts"
 import { AnomaliesHttp } from "./anomalies/Http.ts"
 import { AnomaliesLive } from "./anomalies/Service.ts"
 import { WorkerLive as AnomalyWorker } from "./anomalies/Worker.ts"
 import { AnomalyChannelsLive } from "./anomalies/Channels.ts"
 import { AnomalyChannelsHttp } from "./anomalies/ChannelsHttp.ts"
+import { PasskeySignalsFromAnomalies } from "./anomalies/PasskeySignals.ts"
 import { Api } from "./Api.ts"
 import { AuditHttp } from "./audit/Http.ts"
 import { AuditLive } from "./audit/Service.ts"
@@ -36,13 +38,33 @@ import { ConsentBundlesLive } from "./consent-bundles/Service.ts"
 import { CredentialsHttp } from "./credentials/Http.ts"
 import { CredentialsLive } from "./credentials/Service.ts"
 import { DevelopersHttp } from "./developers/Http.ts"
+import { DeveloperKeysLive } from "./developers/Keys.ts"
 import { DevelopersServiceLive } from "./developers/Service.ts"
 import { ScimHttp, ScimTokensHttp } from "./directory/Http.ts"
 import { DirectoryLive } from "./directory/Service.ts"
 import { DomainsHttp } from "./domains/Http.ts"
 import { DomainsLive } from "./domains/Service.ts"
+import { DpdpGrievancesHttp, DpdpNoticesHttp, DpdpRecordsHttp } from "./dpdp/Http.ts"
+import { DpdpLive } from "./dpdp/Service.ts"
+import { DpdpApprovalLive } from "./dpdp/ApprovalConsent.ts"
+import { WorkerLive as GrievanceDeadlineWorker } from "./dpdp/Worker.ts"
+import { EventsHttp } from "./events/Http.ts"
+import { CONSOLE_LIVE_PATH } from "./console/Api.ts"
+import { ConsoleHttp } from "./console/Http.ts"
+import { makeSelfApi } from "./console/SelfApi.ts"
+import { ConsoleSessionsLive } from "./console/Sessions.ts"
+import { EVENT_STREAM_PATH } from "./events/Api.ts"
+import { EventStreamsLive } from "./events/Stream.ts"
+import { ErasureWorkerLive as DpdpFiber } from "./dpdp/ErasureWorker.ts"
 import { GrantsHttp } from "./grants/Http.ts"
 import { GrantsLive } from "./grants/Service.ts"
+import { RevocationPathLive } from "./grants/Revocation.ts"
+import { OAuthHttp, ResourceServersHttp } from "./oauth/Http.ts"
+import { OAuthLive } from "./oauth/Live.ts"
+import { type CimdFetch, CimdFetchLive } from "./oauth/CimdFetch.ts"
+import { OAuthSignInLive } from "./oauth/SignIn.ts"
+import { OAuthSignInHttp } from "./oauth/SignInHttp.ts"
+import { DcrCleanupLive } from "./oauth/Cleanup.ts"
 import { OfflineSyncHttp } from "./offline-sync/Http.ts"
 import { OfflineSyncLive } from "./offline-sync/Service.ts"
 import { PasskeysHttp } from "./passkeys/Http.ts"
@@ -63,6 +85,7 @@ import { withCommonHeaders } from "./platform/SecurityHeaders.ts"
 import { databaseErrorsAsResponses, envelope } from "./platform/HttpEnvelope.ts"
 import { pageRoutes } from "./platform/Pages.ts"
 import { KeysLive } from "./platform/Keys.ts"
+import { AccessTokensLive } from "./platform/AccessTokens.ts"
 import { effectLoggerLayer, Log, makeLog } from "./platform/Log.ts"
 import { tracingLayer } from "./platform/Tracing.ts"
 import { MetricsLive } from "./platform/Metrics.ts"
@@ -70,10 +93,16 @@ import { runMigrations } from "./platform/Migrate.ts"
 import { makeGate } from "./platform/Admission.ts"
 import { PeerAddress } from "./platform/RateLimit.ts"
 import { PoliciesHttp } from "./policies/Http.ts"
-import { DirectoryPrincipalsLive } from "./directory/Principals.ts"
+import { type DirectoryPrincipals, DirectoryPrincipalsLive } from "./directory/Principals.ts"
+import { PolicyDirectoryFromDirectory } from "./policies/DirectoryPort.ts"
+import type { PolicyDirectory } from "./policies/Ports.ts"
+import { DirectoryRevocationsLive } from "./authorization/DirectoryRevocations.ts"
+import { ApprovalLive } from "./authorization/PasskeyApproval.ts"
+import { GateLive } from "./gate/Gate.ts"
+import { DelegationLive } from "./grants/Delegation.ts"
 import { PolicyEngineLive } from "./policies/Service.ts"
 import { SsoConnectionsHttp, SsoLoginHttp } from "./sso/Http.ts"
-import { DirectorySessionsFromSso, PolicySsoFromSso, SsoLive } from "./sso/Live.ts"
+import { DirectorySessionsFromSso, PolicySsoFromSso, SsoCoreLive, SsoLive } from "./sso/Live.ts"
 import { SamlHttp } from "./sso/saml/Http.ts"
 import { SystemHttp } from "./system/Http.ts"
 import { makeLeanPath } from "./system/Lean.ts"
@@ -84,6 +113,10 @@ import { WebhooksLive } from "./webhooks/Service.ts"
 import { WorkerLive as WebhookDeliveryWorker } from "./webhooks/Worker.ts"
 
 export interface AppOptions {
+  /** the policies' view of the directory, replaced by tests with a stub (decisions §13) */
+  readonly policyDirectory?: Layer.Layer<PolicyDirectory, never, DirectoryPrincipals>
+  /** how CIMD documents are fetched, replaced by tests that serve one over TLS on loopback (decisions §22.3) */
+  readonly cimdFetch?: Layer.Layer<CimdFetch>
   /** extra layers merged last, e.g. TestContext for TestClock */
   readonly extra?: Layer.Layer<never>
   /** run the scheduled fibers (webhook delivery, breach deadlines) */
@@ -118,43 +151,64 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     Layer.provideMerge(ConfigLive)
   )
   // decisions §14: the inline anomaly rules sit below grants, which call them when they revoke
-  const Platform = (options.anomalies === false ? AnomalyCoreDisabled : AnomalyCoreLive).pipe(
+  // passkeys signal counter regressions through their own port, which anomalies answer (AD-011)
+  const Platform = PasskeySignalsFromAnomalies.pipe(
+    Layer.provideMerge(options.anomalies === false ? AnomalyCoreDisabled : AnomalyCoreLive),
+    // the core's enforce-mode responses act through these two, below it (decisions §14, §20)
+    Layer.provideMerge(AgentSuspensionLive),
+    Layer.provideMerge(RevocationPathLive),
+    Layer.provideMerge(CredentialsLive),
     Layer.provideMerge(AuditedEventsLive),
-    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive, DependenciesLive)),
+    Layer.provideMerge(Layer.mergeAll(ApiKeysLive, AuditChainLive, EventsLive, DependenciesLive, AccessTokensLive)),
     Layer.provideMerge(Base)
   )
-  const Principals = PrincipalsLive.pipe(Layer.provide(GrantsLive))
-  // deprovisioning ends the person's sessions through the directory's port, which SSO provides (decisions §11, §12)
-  const Directory = DirectoryLive.pipe(Layer.provide(DirectorySessionsFromSso.pipe(Layer.provide(Principals))))
-  const Capabilities = Layer.mergeAll(
-    DevelopersServiceLive,
-    AgentsLive,
-    AuthorizationLive,
-    GrantsLive,
-    AuditLive,
-    ConsentBundlesLive,
-    OfflineSyncLive,
-    VaultLive,
-    BreachesLive,
-    BudgetsLive,
-    DomainsLive,
-    PasskeysLive,
-    WebhooksLive,
-    AnomalyChannelsLive,
-    Directory,
-    ComplianceLive,
-    CredentialsLive,
-    Principals,
-    // SSO (decisions §12) writes the directory (JIT) and opens principal sessions (the permissions page)
-    SsoLive.pipe(Layer.provide(Layer.mergeAll(Directory, Principals, DirectoryPrincipalsLive))),
-    AnomaliesLive.pipe(Layer.provide(AgentsLive))
-  ).pipe(
-    // policies (and the directory, read through its service) are read by authorization, grants, bundles, the vault and
-    // compliance; SSO answers the policies' SSO port (decisions §12)
-    Layer.provideMerge(PolicyEngineLive.pipe(Layer.provideMerge(DirectoryPrincipalsLive), Layer.provide(PolicySsoFromSso))),
+  // decisions §20: layers are composed here only, each capability given what it needs from below.
+  // Floor 1: agents, grants (with credentials), the directory's reading of principals, policies, billing.
+  const Floor1 = AgentsLive.pipe(
+    Layer.provideMerge(GrantsLive),
+    // policies (and the directory, read through its service) are read by the gate and compliance; SSO answers the
+    // policies' SSO port (decisions §12)
+    Layer.provideMerge(PolicyEngineLive.pipe(
+      Layer.provide(Layer.merge(options.policyDirectory ?? PolicyDirectoryFromDirectory, PolicySsoFromSso)),
+      Layer.provideMerge(DirectoryPrincipalsLive)
+    )),
     Layer.provideMerge(BillingLive),
     Layer.provideMerge(Platform)
   )
+  // Floor 2: the gate, then every point where a grant is made or used (decisions §20)
+  const Floor2 = Layer.mergeAll(AuthorizationLive, ConsentBundlesLive, VaultLive, DelegationLive).pipe(
+    Layer.provideMerge(GateLive),
+    Layer.provideMerge(DpdpApprovalLive),
+    Layer.provideMerge(Floor1)
+  )
+  // Floor 3: passkeys approve through authorization; principals' sessions; the directory, whose
+  // deprovisioning reaches the capabilities above it through its ports (decisions §11, §12)
+  // decisions §22: the OAuth server makes and uses grants through authorization and the gate
+  // (resource servers read SSO connections: login.sso needs an active one)
+  const Floor3 = Layer.mergeAll(PasskeysLive.pipe(Layer.provide(ApprovalLive)), PrincipalsLive, OAuthLive.pipe(Layer.provide(options.cimdFetch ?? CimdFetchLive), Layer.provide(SsoCoreLive))).pipe(
+    Layer.provideMerge(Floor2)
+  )
+  const DirectoryPorts = Layer.mergeAll(DirectorySessionsFromSso, DirectoryRevocationsLive)
+  const Directory = DirectoryLive.pipe(Layer.provide(DirectoryPorts), Layer.provideMerge(Floor3))
+  const Capabilities = Layer.mergeAll(
+    DevelopersServiceLive,
+    DeveloperKeysLive,
+    AuditLive,
+    OfflineSyncLive,
+    BreachesLive,
+    DpdpLive,
+    BudgetsLive,
+    DomainsLive,
+    WebhooksLive,
+    AnomalyChannelsLive,
+    ComplianceLive,
+    // SSO (decisions §12) writes the directory (JIT) and opens principal sessions (the permissions page);
+    // the OAuth sign-in (decisions §22.5) signs people in through it and through passkeys
+    OAuthSignInLive.pipe(Layer.provideMerge(SsoLive)),
+    AnomaliesLive,
+    EventStreamsLive,
+    ConsoleSessionsLive
+  ).pipe(Layer.provideMerge(Directory))
   const Handlers = Layer.mergeAll(
     SystemHttp,
     DevelopersHttp,
@@ -166,6 +220,9 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     OfflineSyncHttp,
     VaultHttp,
     BreachesHttp,
+    DpdpNoticesHttp,
+    DpdpRecordsHttp,
+    DpdpGrievancesHttp,
     BudgetsHttp,
     DomainsHttp,
     PasskeysHttp,
@@ -184,7 +241,12 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
     SsoLoginHttp,
     SamlHttp,
     AnomaliesHttp,
-    AnomalyChannelsHttp
+    AnomalyChannelsHttp,
+    EventsHttp,
+    ConsoleHttp,
+    ResourceServersHttp,
+    OAuthHttp,
+    OAuthSignInHttp
   ).pipe(Layer.provide(AuthenticationLive))
   const ApiLive = HttpApiBuilder.api(Api).pipe(
     Layer.provide(Handlers),
@@ -192,7 +254,8 @@ export const makeAppLayer = (config: AppConfig, options: AppOptions = {}) => {
   )
   const Workers = options.workers === false || !config.workersEnabled
     ? Layer.empty
-    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, ChallengeCleanupLive, BillingCloseWorker, AnomalyWorker)
+    : Layer.mergeAll(WebhookDeliveryWorker, ComplianceJobWorker, BreachDeadlineWorker, GrievanceDeadlineWorker, DpdpFiber, ChallengeCleanupLive, BillingCloseWorker,
+      AnomalyWorker, DcrCleanupLive)
   // the dependency monitor runs wherever the service serves (tests that start no fibers start none)
   const Monitor = options.workers === false ? Layer.empty : DependencyMonitorLive
   const Docs = HttpApiScalar.layer({ path: "/docs", scalar: { withDefaultFonts: false } }).pipe(Layer.provideMerge(ApiLive))
@@ -224,7 +287,9 @@ export interface RunningServer {
  * 404s, then serves the API through one web handler.
  */
 export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) => {
-  const layer = Layer.mergeAll(makeAppLayer(config, options), HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer)
+  // the console calls the public API through this very handler (decisions §23), bound once it exists
+  const self = makeSelfApi()
+  const layer = Layer.mergeAll(makeAppLayer(config, options), HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer).pipe(Layer.provide(self.layer))
   const runtime = ManagedRuntime.make(layer as Layer.Layer<any, unknown>)
   const rt = await runtime.runtime()
   const app = await runtime.runPromise(HttpApiBuilder.httpApp as Effect.Effect<any, never, any>)
@@ -251,6 +316,7 @@ export const makeRuntime = async (config: AppConfig, options: AppOptions = {}) =
   const handler = (request: Request, context?: Context.Context<any>): Promise<Response> =>
     lean?.(request, () => context === undefined ? undefined : Option.getOrUndefined(Context.getOption(context, PeerAddress))) ??
       viaApi(request, context)
+  self.bind((request, peer) => handler(request, peer === undefined ? undefined : Context.make(PeerAddress, peer)))
   return {
     handler,
     lean,
@@ -269,6 +335,8 @@ export const startServer = async (config: AppConfig, options: AppOptions = {}): 
     fetch: (request, srv) => {
       // the peer address is asked only when needed (health never needs it)
       const peerOf = () => srv.requestIP(request)?.address
+      // a live event stream stays open past Bun's idle timeout (its heartbeats keep proxies awake)
+      if (request.url.includes(EVENT_STREAM_PATH) || request.url.includes(CONSOLE_LIVE_PATH)) srv.timeout(request, 0)
       const quick = lean?.(request, peerOf)
       if (quick !== undefined) return quick
       const peer = peerOf()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
  * agent-auth: the service's command line and the entry of the single binary.
- *   serve | migrate | dev | developers list|show|create|set-plan | keys generate | vault rekey | --version | --help
+ *   serve | migrate | dev | developers list|show|create|set-plan | keys generate | vault rekey | verify-export | --version | --help
  * Every command answers `--help` with its usage instead of running.
  * Exit codes: 0 done, 1 a configuration error (or a held data directory), 75 (EX_TEMPFAIL) PostgreSQL or
  * Redis still unreachable after STARTUP_TIMEOUT_SECONDS: the systemd unit restarts on 75, not on 1.
@@ -20,6 +20,7 @@ import { runMigrations } from "./platform/Migrate.ts"
 import { startupTargets, StartupTimeout, waitForDependencies } from "./platform/Startup.ts"
 import { startServer } from "./Server.ts"
 import { operatorCommands } from "./operator.ts"
+import { runVerifyExport, VERIFY_EXPORT_USAGE } from "./compliance/verifyExportCommand.ts"
 
 /** every command: its usage and what it does (the source of --help and of each command's --help) */
 const COMMANDS: ReadonlyArray<{ readonly name: string; readonly usage: string; readonly does: string; readonly env?: "all" | "database" }> = [
@@ -34,7 +35,8 @@ const COMMANDS: ReadonlyArray<{ readonly name: string; readonly usage: string; r
   { name: "billing close-period", usage: "billing close-period [--period YYYY-MM]", does: "invoice a month that has ended (default: last month); idempotent", env: "database" },
   { name: "billing mark-paid", usage: "billing mark-paid <invoiceId>", does: "mark an open invoice paid", env: "database" },
   { name: "keys generate", usage: "keys generate", does: "print a new RSA private key (PEM) for RSA_PRIVATE_KEY" },
-  { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials, webhook secrets and SSO client secrets under the active key", env: "database" }
+  { name: "vault rekey", usage: "vault rekey", does: "re-encrypt vault credentials, webhook secrets and SSO client secrets under the active key", env: "database" },
+  { name: "verify-export", usage: VERIFY_EXPORT_USAGE, does: "check a compliance export against its proof and the service's public JWKS (no database; exit 0 valid, 1 not)" }
 ]
 
 const environmentHelp = (only?: ReadonlyArray<string>) => {
@@ -189,6 +191,8 @@ const main = async (argv: ReadonlyArray<string>) => {
         return
       }
       return fail("usage: agent-auth keys generate")
+    case "verify-export":
+      process.exit(await runVerifyExport(rest, (line) => process.stdout.write(`${line}\n`)))
     default: {
       const operator = operatorCommands[`${command} ${rest[0] ?? ""}`]
       if (operator === undefined) return fail(`unknown command "${argv.join(" ")}"; see agent-auth --help`)

@@ -4,15 +4,16 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import type { AppConfig } from "./Config.ts"
 import { billingCommands } from "./billing/Commands.ts"
 import { Events, EventsLive } from "./platform/Events.ts"
-import { newApiKey } from "./developers/Service.ts"
-import { hashApiKey } from "./platform/Auth.ts"
+import { changePlan } from "./developers/PlanHistory.ts"
+import { FIRST_KEY_NAME, insertApiKey, newApiKey } from "./developers/Keys.ts"
 import { newId } from "./platform/Ids.ts"
+import type { OperatorCommand } from "./platform/OperatorCommand.ts"
+import { nowMillis } from "./platform/Time.ts"
 import { rekeyCommand } from "./vault/Rekey.ts"
 
-export type OperatorCommand = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
+export type { OperatorCommand }
 
 const dbError = (e: { message: string }) => new Error(`database error: ${e.message}`)
 const PLANS = ["free", "pro", "enterprise"]
@@ -54,18 +55,19 @@ const setPlan: OperatorCommand = ([developerId, plan]) =>
       return yield* Effect.fail(new Error(`unknown plan "${plan}"; the plans are ${known.map((p) => p.code).join(", ")}`))
     }
     // the change and its billing.subscription.updated event commit together (decisions §16)
-    const rows = yield* sql.withTransaction(Effect.gen(function*() {
-      const rows = yield* sql`UPDATE developers SET plan = ${plan!}, updated_at = now() WHERE id = ${developerId} RETURNING id`
-      if (rows.length > 0) {
+    // kept in the plan history with its time, so invoices price each part of the month at its plan
+    const changed = yield* sql.withTransaction(Effect.gen(function*() {
+      const changed = yield* changePlan(developerId, plan!, new Date(yield* nowMillis))
+      if (changed) {
         const events = yield* Events
         yield* events.emit(developerId, "billing.subscription.updated", { plan: plan!, status: "active" })
       }
-      return rows
+      return changed
     })).pipe(
       Effect.provide(EventsLive),
       Effect.mapError(dbError)
     )
-    if (rows.length === 0) return yield* Effect.fail(new Error(`no developer ${developerId}`))
+    if (!changed) return yield* Effect.fail(new Error(`no developer ${developerId}`))
     return `developer ${developerId} is now on the ${plan} plan`
   })
 
@@ -123,8 +125,12 @@ const create: OperatorCommand = (args) =>
     const sql = yield* SqlClient.SqlClient
     const apiKey = newApiKey(mode as "live" | "sandbox")
     const id = newId("dev")
-    yield* sql`INSERT INTO developers (id, name, email, mode, plan, api_key_hash, fido_required, created_at, updated_at)
-               VALUES (${id}, ${name}, ${email}, ${mode}, ${plan}, ${hashApiKey(apiKey)}, false, now(), now())`.pipe(
+    const at = new Date()
+    yield* sql.withTransaction(Effect.gen(function*() {
+      yield* sql`INSERT INTO developers (id, name, email, mode, plan, fido_required, created_at, updated_at)
+                 VALUES (${id}, ${name}, ${email}, ${mode}, ${plan}, false, ${at}, ${at})`
+      yield* insertApiKey(sql, { developerId: id, name: FIRST_KEY_NAME, scope: "full", apiKey, at })
+    })).pipe(
       Effect.mapError((e) =>
         /unique|duplicate/i.test(String((e.cause as { message?: string })?.message ?? e.message))
           ? new Error(`a developer with the email ${email} already exists`)

@@ -2,11 +2,11 @@
 // Run: bun scripts/bench/access-log.ts <none|info> [path] > /dev/null   (figures on stderr)
 // (run on its own only: it exports no `run`, so `npm run bench` skips it instead of exiting with it)
 import { startTestApp } from "../../test/support/app.ts"
-import { cpuCell, makeCpuTally } from "./support.ts"
+import { BENCH_RATE_LIMIT_SCALE, cpuCell, makeCpuTally } from "./support.ts"
 
 const main = async () => {
   const level = process.argv[2] ?? "none"
-  const app = await startTestApp({ env: { LOG_LEVEL: level, RATE_LIMIT_SCALE: "100000" } })
+  const app = await startTestApp({ env: { LOG_LEVEL: level, RATE_LIMIT_SCALE: BENCH_RATE_LIMIT_SCALE } })
   const dev = await app.signup({ plan: "enterprise" })
   const hit = () => fetch(app.url + (process.argv[3] ?? "/v1/agents"), { headers: { authorization: `Bearer ${dev.apiKey}` } }).then((r) => r.text())
   for (let i = 0; i < 2000; i++) await hit()

@@ -52,8 +52,8 @@ export async function run() {
       const lat = { free: [] as Array<number>, enterprise: [] as Array<number> }
       let errors = 0
       let sent = 0
-      const cpu = makeCpuTally()
-      const since = cpuStopwatch()
+      const cpu = makeCpuTally(server.pid)
+      const since = cpuStopwatch(server.pid)
       for (let round = 0; round < ROUNDS; round++) {
         const until = performance.now() + SECONDS * 1000
         await Promise.all(Array.from({ length: 16 }, async (_, slot) => {
@@ -105,7 +105,7 @@ export async function run() {
     const inProcess = await server.run(Effect.gen(function*() {
       const keys = yield* ApiKeys
       const authorization = yield* Authorization
-      const devs = { free: (yield* keys.resolve(checked.apiKey))!, enterprise: (yield* keys.resolve(unchecked.apiKey))! }
+      const devs = { free: (yield* keys.resolve(checked.apiKey))!.developer, enterprise: (yield* keys.resolve(unchecked.apiKey))!.developer }
       const agentOf = { free: checked.agentId, enterprise: unchecked.agentId }
       const spent = { authorize: { free: 0, enterprise: 0 }, exchange: { free: 0, enterprise: 0 } }
       const codes = { free: [] as Array<string>, enterprise: [] as Array<string> }
@@ -159,7 +159,7 @@ export async function run() {
       row(`${label} mean ms, quota checked (free)`, r.checkedMeanMs.toFixed(2), r.uncheckedMeanMs.toFixed(2),
         overhead <= 3 ? `PASS (adds ${overhead.toFixed(1)}%)` : `FAIL (adds ${overhead.toFixed(1)}%)`)
       row(`  p50 ms checked / unchecked; requests, errors`, `${r.checkedP50Ms.toFixed(2)} / ${r.uncheckedP50Ms.toFixed(2)}; ${r.requests}, ${r.errors}`)
-      row("  CPU per request µs (both plans, interleaved), event loop / machine", cpuCell(r.cpuMicros))
+      row(`  CPU per request µs (both plans, interleaved), ${server.separate ? "service process" : "event loop"} / machine`, cpuCell(r.cpuMicros))
       out[op] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
     }
     for (const op of ["authorize", "exchange"] as const) {
@@ -167,7 +167,7 @@ export async function run() {
       const overhead = (100 * (r.checkedUs - r.uncheckedUs)) / r.uncheckedUs
       // informational: sequential timings on a shared machine swing by several per cent either way
       row(`${op} service, in process, one at a time: µs checked / unchecked`, `${r.checkedUs.toFixed(0)} / ${r.uncheckedUs.toFixed(0)}`, undefined, `(${overhead.toFixed(1)}%)`)
-      row("  CPU per call µs (both plans, alternating), event loop / machine", cpuCell(r.cpuMicros))
+      row("  CPU per call µs (both plans, alternating; in process), event loop / machine", cpuCell(r.cpuMicros))
       out[`${op}InProcess`] = { ...r, overheadPct: Number(overhead.toFixed(2)) }
     }
     const share = (100 * admitUs) / Math.min(inProcess.authorize.uncheckedUs, inProcess.exchange.uncheckedUs)

@@ -60,8 +60,9 @@ export async function run() {
     }
     const ndjsonUrl = `${server.url}/v1/compliance/export/audit?format=ndjson`
     await drain(ndjsonUrl, apiKey) // warm-up
-    // CPU per exported row, event loop (the service and this client) and machine (PostgreSQL too)
-    const cpu = { nd: makeCpuTally(), csv: makeCpuTally(), floor: makeCpuTally() }
+    // CPU per exported row: the service's process (its own, this one draining the answer) or, for
+    // the floor, the bare client's event loop; and the machine (PostgreSQL too)
+    const cpu = { nd: makeCpuTally(server.pid), csv: makeCpuTally(server.pid), floor: makeCpuTally() }
     const nd = await cpu.nd.during(() => drain(ndjsonUrl, apiKey), () => N)
     const csv = await cpu.csv.during(() => drain(`${server.url}/v1/compliance/export/audit?format=csv`, apiKey), () => N)
     const ndRate = Math.round(N / nd.seconds)
@@ -83,9 +84,9 @@ export async function run() {
     }
     row(`NDJSON audit export rows/s (${N} entries, ${(nd.bytes / 1048576).toFixed(0)} MB)`, ndRate,
       floor === undefined ? "n/a (embedded)" : `${floor} (COPY TO STDOUT)`, ndRate >= 50_000 ? "meets 50,000" : "below 50,000")
-    row("  CPU per exported row µs, event loop / machine", cpuCell(cpu.nd.perRequest(), 1), floor === undefined ? undefined : cpuCell(cpu.floor.perRequest(), 1))
+    row("  CPU per exported row µs, service process (floor: its client) / machine", cpuCell(cpu.nd.perRequest(), 1), floor === undefined ? undefined : cpuCell(cpu.floor.perRequest(), 1))
     row("CSV audit export rows/s", Math.round(N / csv.seconds))
-    row("  CPU per exported row µs, event loop / machine", cpuCell(cpu.csv.perRequest(), 1))
+    row("  CPU per exported row µs, service process / machine", cpuCell(cpu.csv.perRequest(), 1))
     return {
       entries: N, ndjsonRowsPerSecond: ndRate, csvRowsPerSecond: Math.round(N / csv.seconds), copyFloorRowsPerSecond: floor ?? null,
       cpuMicrosPerRow: { ndjson: cpu.nd.perRequest(), csv: cpu.csv.perRequest(), ...(floor === undefined ? {} : { copyFloor: cpu.floor.perRequest() }) }

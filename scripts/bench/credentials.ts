@@ -8,7 +8,8 @@
  *   status list is (`?via=api`: the lean path answers no query string; the lean /v1/me is ~4× faster
  *   and no longer a floor for a route served by HttpApiBuilder), and the exempt constant JWKS.
  */
-import { cpuCell, load, makeCpuTally, postJson, row, signupUncapped, startBenchServer } from "./support.ts"
+import { wrk } from "./load/wrk.ts"
+import { cpuCell, makeCpuTally, oneUseFor, postJson, row, signupUncapped, startBenchServer } from "./support.ts"
 
 export async function run() {
   const server = await startBenchServer()
@@ -27,42 +28,38 @@ export async function run() {
       }
       return codes
     }
-    // `sent()`: the exchanges made (once the codes run out, the load's requests are not requests)
-    const exchange = (codes: Array<string>, extra: Record<string, unknown>) => {
-      let next = 0
-      const send = () => {
-        const code = codes[next++]
-        if (code === undefined) return Promise.resolve(true)
-        return fetch(`${server.url}/v1/token`, { method: "POST", headers, body: JSON.stringify({ code, agentId: agent.agentId, ...extra }) })
-          .then(async (r) => (await r.arrayBuffer(), r.status === 201))
-      }
-      return { send, sent: () => Math.min(next, codes.length) }
-    }
-    const seconds = 1.5
-    // CPU per request of every figure, event loop / machine, over all its rounds
-    const cpu = { plain: makeCpuTally(), vc: makeCpuTally(), floor: makeCpuTally(), jwks: makeCpuTally(), list: makeCpuTally() }
-    const exchangeRun = (tally: ReturnType<typeof makeCpuTally>, e: ReturnType<typeof exchange>) =>
-      tally.during(() => load(e.send, { seconds, warmupSeconds: 0 }), e.sent)
+    const oneCode = () => json("/v1/authorize", { agentId: agent.agentId, principalId: "p", scopes: ["email:read"] }, apiKey).then((r) => r.code as string)
+    // each code once: wrk takes them in turn (a code sent twice is refused, and counted an error)
+    const exchange = (codes: Array<string>, extra: Record<string, unknown>) => ({
+      url: server.url, pid: server.pid, expectBody: '"grantToken"',
+      requests: codes.map((code) => ({ method: "POST", path: "/v1/token", headers, body: JSON.stringify({ code, agentId: agent.agentId, ...extra }) }))
+    })
+    const seconds = 2
+    // CPU per request of every figure, the service's process / machine, over all its rounds
+    const cpu = { plain: makeCpuTally(server.pid), vc: makeCpuTally(server.pid), floor: makeCpuTally(server.pid), jwks: makeCpuTally(server.pid), list: makeCpuTally(server.pid) }
+    // a fresh service process: both exchange paths warmed first (JIT) with codes of their own, not tallied
+    await wrk(exchange(await oneUseFor(1, oneCode), {}), { seconds: 1 })
+    await wrk(exchange(await oneUseFor(1, oneCode), { credentialFormat: "vc-jwt" }), { seconds: 1 })
     const plainRuns = [], vcRuns = []
     let listUrl = ""
     for (let round = 0; round < 2; round++) {
-      const plainCodes = await makeCodes(2400)
-      plainRuns.push(await exchangeRun(cpu.plain, exchange(plainCodes, {})))
-      const vcCodes = await makeCodes(2400)
-      vcRuns.push(await exchangeRun(cpu.vc, exchange(vcCodes, { credentialFormat: "vc-jwt" })))
-      if (plainCodes.length - plainRuns[round]!.requests < 50 || vcCodes.length - vcRuns[round]!.requests < 50) console.log("  (codes ran out: raise makeCodes)")
+      const plainCodes = await oneUseFor(seconds, oneCode)
+      plainRuns.push(await cpu.plain.wrk(exchange(plainCodes, {}), seconds, 0))
+      const vcCodes = await oneUseFor(seconds, oneCode)
+      vcRuns.push(await cpu.vc.wrk(exchange(vcCodes, { credentialFormat: "vc-jwt" }), seconds, 0))
+      if (plainCodes.length < plainRuns[round]!.requests || vcCodes.length < vcRuns[round]!.requests) console.log("  (codes ran out: the rate counts refused re-sends; raise BENCH_MAX_CODES)")
     }
     const sample = await json("/v1/token", { code: (await makeCodes(1))[0], agentId: agent.agentId, credentialFormat: "vc-jwt" }, apiKey)
     listUrl = JSON.parse(Buffer.from(sample.verifiableCredential.split(".")[1], "base64url").toString()).credentialStatus[0].statusListCredential
     const listPath = new URL(listUrl).pathname
 
-    const get = (path: string, h: Record<string, string> = {}) => () =>
-      fetch(server.url + path, { headers: h }).then(async (r) => (await r.arrayBuffer(), r.ok))
+    const get = (path: string, h: Record<string, string> = {}) => ({ url: server.url, pid: server.pid, requests: [{ path, headers: h }] })
     const floorRuns = [], jwksRuns = [], listRuns = []
     for (let round = 0; round < 2; round++) {
-      floorRuns.push(await cpu.floor.load(get("/v1/me?via=api", { authorization: `Bearer ${apiKey}` }), { seconds: 2 }))
-      jwksRuns.push(await cpu.jwks.load(get("/.well-known/jwks.json"), { seconds: 2 }))
-      listRuns.push(await cpu.list.load(get(listPath), { seconds: 2 }))
+      const warm = round === 0 ? 2 : 0
+      floorRuns.push(await cpu.floor.wrk(get("/v1/me?via=api", { authorization: `Bearer ${apiKey}` }), 2, warm))
+      jwksRuns.push(await cpu.jwks.wrk(get("/.well-known/jwks.json"), 2, warm))
+      listRuns.push(await cpu.list.wrk(get(listPath), 2, warm))
     }
     const mean = (xs: Array<{ perSecond: number }>) => Math.round(xs.reduce((a, r) => a + r.perSecond, 0) / xs.length)
     const meanP = (xs: Array<{ p50Ms: number; p99Ms: number }>) =>
@@ -73,7 +70,7 @@ export async function run() {
     const errors = [...plainRuns, ...vcRuns, ...listRuns].reduce((a, r) => a + r.errors, 0)
     const c = Object.fromEntries(Object.entries(cpu).map(([k, t]) => [k, t.perRequest()])) as Record<keyof typeof cpu, { main: number; machine: number }>
     const cpuRow = (side: keyof typeof c, floorSide?: keyof typeof c) =>
-      row("  CPU per request µs, event loop / machine", cpuCell(c[side]), floorSide === undefined ? undefined : cpuCell(c[floorSide]))
+      row("  CPU per request µs, service process / machine", cpuCell(c[side]), floorSide === undefined ? undefined : cpuCell(c[floorSide]))
     row("POST /v1/token (plain) req/s", plain)
     row("  p50 / p99 ms", meanP(plainRuns))
     cpuRow("plain")

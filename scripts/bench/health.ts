@@ -17,9 +17,14 @@ export async function run() {
     ])
     return db && cache ? Response.json({ status: "ok" }) : Response.json({ status: "degraded" }, { status: 503 })
   })
-  const send = (base: string) => () => fetch(`${base}/health`).then(async (r) => (await r.arrayBuffer(), r.status === 200))
+  const requests = [{ path: "/health" }]
   try {
-    return await compare([{ name: "GET /health", service: send(server.url), floor: send(floor.url), target: 0.8 }], { rounds: 4 })
+    return await compare([{
+      name: "GET /health",
+      service: { url: server.url, pid: server.pid, requests, expectBody: '"ok"' },
+      floor: { url: floor.url, pid: process.pid, requests, expectBody: '"ok"' },
+      target: 0.8
+    }], { rounds: 3 })
   } finally {
     floor.stop()
     await server.stop()

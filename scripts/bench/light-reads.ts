@@ -92,22 +92,20 @@ export async function run() {
   })
   const headers = { authorization: `Bearer ${apiKey}` }
   const verifyBody = JSON.stringify({ token })
-  let n = 0
-  const get = (path: (i: number) => string, check: (body: any) => boolean) => (base: string) => () =>
-    fetch(`${base}${path(n++)}`, { headers }).then(async (r) => r.status === 200 && check(await r.json()))
-  const me = get(() => "/v1/me", (b) => typeof b.developerId === "string")
-  const status = get((i) => `/v1/consent-bundles/${bundles[i % bundles.length]}/revocation-status`, (b) => b.status === "active")
-  const bundle = get((i) => `/v1/consent-bundles/${bundles[i % bundles.length]}`, (b) => b.status === "active")
-  const verify = (base: string) => () =>
-    fetch(`${base}/v1/tokens/verify`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: verifyBody })
-      .then(async (r) => ((await r.json()) as any).valid === true)
+  const routes = [
+    { name: "GET /v1/me", requests: [{ path: "/v1/me", headers }], expectBody: '"developerId"' },
+    { name: "GET /v1/consent-bundles/:id/revocation-status", requests: bundles.map((b) => ({ path: `/v1/consent-bundles/${b}/revocation-status`, headers })), expectBody: '"active"' },
+    { name: "GET /v1/consent-bundles/:id", requests: bundles.map((b) => ({ path: `/v1/consent-bundles/${b}`, headers })), expectBody: '"active"' },
+    { name: "POST /v1/tokens/verify", requests: [{ method: "POST", path: "/v1/tokens/verify", headers: { ...headers, "content-type": "application/json" }, body: verifyBody }], expectBody: '"valid":true' }
+  ]
+  const only = process.env.BENCH_ROUTES
   try {
-    const pairs = [
-      { name: "GET /v1/me", route: me },
-      { name: "GET /v1/consent-bundles/:id/revocation-status", route: status },
-      { name: "GET /v1/consent-bundles/:id", route: bundle },
-      { name: "POST /v1/tokens/verify", route: verify }
-    ].map((p) => ({ name: p.name, service: p.route(server.url), floor: p.route(floor.url), target: 0.65 }))
+    const pairs = routes.filter((r) => only === undefined || only.split(",").some((o) => r.name.includes(o))).map((r) => ({
+      name: r.name,
+      service: { url: server.url, pid: server.pid, requests: r.requests, expectBody: r.expectBody },
+      floor: { url: floor.url, pid: process.pid, requests: r.requests, expectBody: r.expectBody },
+      target: 0.65
+    }))
     return await compare(pairs, { rounds: 3 })
   } finally {
     floor.stop()

@@ -15,7 +15,7 @@ import { Effect } from "effect"
 import { createPublicKey, type KeyObject, randomBytes, verify as cryptoVerify } from "node:crypto"
 import { Grants } from "../../src/grants/Service.ts"
 import { WRITE_ON_HEAD_SQL } from "../../src/platform/AuditedEvents.ts"
-import { chainEntries, entryColumnParams } from "../../src/platform/AuditChain.ts"
+import { chainEntries, entryColumnParams, entryV2Params } from "../../src/platform/AuditChain.ts"
 import { DELIVERY_CHANNEL } from "../../src/platform/Events.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { Keys } from "../../src/platform/Keys.ts"
@@ -102,7 +102,7 @@ const makeExchangeFloor = (kit: FloorKit, publicKeys: Map<string, KeyObject>, is
         const { rows: [row] } = await pool.query(WRITE_ON_HEAD_SQL, [
           developerId, chained.timestamp, new Date(ms), ...entryColumnParams(chained.cols), head.seq, head.hash,
           chained.seq, chained.prevHash, group.map(() => newId("evt", ms)), group.map(() => "vault.credential.exchanged"),
-          group.map((item) => JSON.stringify(item.data)), maxAttempts, DELIVERY_CHANNEL
+          group.map((item) => JSON.stringify(item.data)), maxAttempts, DELIVERY_CHANNEL, ...entryV2Params(chained.cols)
         ])
         if (Number(row.applied) === 1) {
           heads.set(developerId, { seq: chained.seq, hash: chained.prevHash })
@@ -179,7 +179,7 @@ export async function run(): Promise<Record<string, unknown>> {
       if (stored.status !== 201) throw new Error(`store failed: ${stored.status}`)
       tokens.push(await server.run(Effect.gen(function*() {
         const grants = yield* Grants
-        const grant = yield* grants.create({ developerId, agentId, principalId, scopes: ["github:read"], expiresAt: new Date(Date.now() + 3600_000) })
+        const grant = yield* grants.create({ developerId, agentId, principalId, scopes: ["github:read"], expiresAt: new Date(Date.now() + 3600_000), approvalMethod: "developer", policyId: null })
         return (yield* grants.issueToken(grant)).grantToken
       })))
     }
@@ -203,9 +203,14 @@ export async function run(): Promise<Record<string, unknown>> {
     }
     // the developer's chain gets its head from a first exchange (the floor only writes on a head)
     if (!(await exchange(server.url)())) throw new Error("exchange failed")
+    const requests = tokens.map((token) => ({
+      method: "POST", path: "/v1/vault/credentials/exchange",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: '{"service":"github"}'
+    }))
+    const target = (url: string, pid: number) => ({ url, pid, requests, expectBody: '"accessToken"' })
     const results = await compare([
-      { name: "POST /v1/vault/credentials/exchange", service: exchange(server.url), floor: exchange(floor.url), target: 0.65 },
-      { name: "  diagnostic: floor with RS256 on every request", service: exchange(server.url), floor: exchange(everyTime.url) }
+      { name: "POST /v1/vault/credentials/exchange", service: target(server.url, server.pid), floor: target(floor.url, process.pid), target: 0.65 },
+      { name: "  diagnostic: floor with RS256 on every request", service: target(server.url, server.pid), floor: target(everyTime.url, process.pid) }
     ], { rounds: 3 })
     // Where the difference lies: the exchange's own path (vault.exchange in the service's runtime,
     // given verified claims) and the floor's whole handler (gate and verify included), both called

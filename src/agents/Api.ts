@@ -2,7 +2,9 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { ApiKeyRouteErrors, BadRequest, BodyErrors, InvalidRedirectUri, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
+import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, InvalidRedirectUri, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { AGENTS_DOCS } from "./Docs.ts"
 
 export const Scope = Schema.String.pipe(
   Schema.minLength(1),
@@ -10,6 +12,20 @@ export const Scope = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_.:*\/-]+$/, { message: () => "a scope is letters, digits and _ . : * / -" })
 )
 export const Scopes = Schema.Array(Scope).pipe(Schema.maxItems(100))
+
+/** decisions §22.3: the agent as an OAuth client, when it is one */
+const OAuthProfileView = Schema.Struct({
+  clientId: Schema.String,
+  origin: Schema.Literal("api", "dcr", "cimd"),
+  clientType: Schema.Literal("public", "confidential"),
+  tokenEndpointAuthMethod: Schema.String,
+  redirectUris: Schema.Array(Schema.String),
+  grantTypes: Schema.Array(Schema.String),
+  applicationType: Schema.Literal("web", "native"),
+  clientUri: Schema.NullOr(Schema.String),
+  tokenExchange: Schema.Boolean,
+  verified: Schema.Boolean
+})
 
 export const AgentView = Schema.Struct({
   agentId: Schema.String,
@@ -21,7 +37,8 @@ export const AgentView = Schema.Struct({
   status: Schema.Literal("active", "suspended"),
   redirectUris: Schema.Array(Schema.String),
   createdAt: Schema.String,
-  updatedAt: Schema.String
+  updatedAt: Schema.String,
+  oauth: Schema.optional(OAuthProfileView)
 })
 
 const Name = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
@@ -47,7 +64,12 @@ export class AgentsApi extends HttpApiGroup.make("agents")
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/agents")
-      .setUrlParams(Schema.Struct({ cursor: Schema.optional(Schema.String), limit: Schema.optional(Schema.String) }))
+      .setUrlParams(Schema.Struct({
+        cursor: Schema.optional(Schema.String),
+        limit: Schema.optional(Schema.String),
+        /** decisions §22.3: the agents that are OAuth clients of this origin */
+        origin: Schema.optional(Schema.Literal("api", "dcr", "cimd"))
+      }))
       .addSuccess(Schema.Struct({ agents: Schema.Array(AgentView), nextCursor: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
   )
@@ -67,8 +89,10 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addError(InvalidRedirectUri)
       .addError(BodyErrors)
       .addError(NotFound)
+      .addError(Conflict)
   )
   .add(HttpApiEndpoint.del("remove", "/v1/agents/:id").setPath(IdPath).addSuccess(Schema.Void, { status: 204 }).addError(NotFound))
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(AGENTS_DOCS))
 {}

@@ -18,7 +18,7 @@ export const AgentsHttp = HttpApiBuilder.group(Api, "agents", (handlers) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
           const { limit, cursor } = yield* pageParams(urlParams)
-          const { page, nextCursor } = toPage(yield* agents.list(developer.id, cursor, limit), limit)
+          const { page, nextCursor } = toPage(yield* agents.list(developer.id, cursor, limit, urlParams.origin), limit)
           return { agents: page.map(agents.view), nextCursor }
         }))
       .handle("get", ({ path }) => Effect.flatMap(CurrentDeveloper, (d) => Effect.map(agents.get(d.id, path.id), agents.view)))

@@ -19,6 +19,8 @@ import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import { HHMM, isTimeZone } from "../policies/Rules.ts"
 import { Condition, strict, Text } from "./Rules.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { ANOMALIES_DOCS } from "./Docs.ts"
 
 const Severity = Schema.Literal("low", "medium", "high", "critical")
 const Response = Schema.Literal("alert", "suspend_agent", "revoke_grants")
@@ -231,4 +233,5 @@ export class AnomaliesApi extends HttpApiGroup.make("anomalies")
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(ANOMALIES_DOCS))
 {}

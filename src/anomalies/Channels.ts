@@ -115,7 +115,7 @@ export const AnomalyChannelsServiceLive = Layer.effect(
         Effect.gen(function*() {
           const { kind, raw, url } = yield* target(input)
           const ms = yield* nowMillis
-          const id = newId("anch", ms)
+          const id = newId("achan", ms)
           // a webhook channel signs with its own secret; a Slack channel's secret is its URL
           const secret = kind === "anomaly_slack" ? raw : newSecret()
           const shownUrl = kind === "anomaly_slack" ? maskUrl(url) : raw

@@ -19,6 +19,8 @@ import {
 } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { Delivery } from "../webhooks/Api.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { ANOMALY_CHANNELS_DOCS } from "./ChannelsDocs.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 export const SEVERITIES = ["low", "medium", "high", "critical"] as const
@@ -74,4 +76,5 @@ export class AnomalyChannelsApi extends HttpApiGroup.make("anomalyChannels")
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(ANOMALY_CHANNELS_DOCS))
 {}

@@ -2,24 +2,28 @@
  * The part of anomaly detection other capabilities call (decisions §14): `raise` (open an alert or
  * count one more occurrence, emit `anomaly.detected`, respond in enforce mode) and the inline rules,
  * which run in the transaction that sees the event: scope probing (AD-002), mass revocation (AD-006),
- * suspended-agent use (AD-008), replay (AD-009), and the network sightings AD-003 reads later.
+ * suspended-agent use (AD-008), replay (AD-009), registration flood (AD-012, decisions §22.9), and
+ * the network sightings AD-003 reads later.
  *
- * It sits below grants and agents (grants calls it when it revokes), so the responses, which
- * suspend agents and revoke grants through their services, are handed in by the anomalies service
- * once it exists (`setResponder`). A signal never fails its caller: it runs in a savepoint, and an
- * error is logged and rolled back alone. Each developer's settings and rules are cached for
- * CACHE_MS (a change on this instance drops the entry at once).
+ * It sits below grants and agents (grants calls it when it revokes) and above the agent suspension
+ * and the one revocation path, through which its enforce-mode responses act (Responses.ts). A
+ * signal never fails its caller: it runs in a savepoint, and an error is logged and rolled back
+ * alone. Each developer's settings and rules are cached for CACHE_MS (a change on this instance
+ * drops the entry at once).
  */
 import { HttpServerRequest } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, FiberRef, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
+import { AgentSuspension } from "../agents/Suspension.ts"
 import { Config } from "../Config.ts"
+import { RevocationPath } from "../grants/Revocation.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { clientAddress, PeerAddress } from "../platform/RateLimit.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { allowMatcher, networkOf } from "./Network.ts"
 import { type AlertRow, makeRepo, type RaiseInput, type Settings } from "./Repo.ts"
+import { makeResponder } from "./Responses.ts"
 import { type EffectiveRule, effectiveRules } from "./Rules.ts"
 
 const CACHE_MS = 30_000
@@ -39,14 +43,11 @@ export interface Detection extends Omit<RaiseInput, "id" | "ruleId" | "ruleName"
   readonly rule: EffectiveRule
 }
 
-export type Responder = (alert: AlertRow, rule: EffectiveRule) => Effect.Effect<{ response: AlertRow["response"]; refs: ReadonlyArray<string> }>
-
 export interface AnomalyCoreService {
   readonly view: (developerId: string) => Effect.Effect<DeveloperView>
   readonly changed: (developerId: string) => void
   /** opens or counts the alert (undefined when nothing new was seen), in the caller's transaction */
   readonly raise: (d: Detection) => Effect.Effect<(AlertRow & { readonly revokedNow?: ReadonlyArray<string> }) | undefined>
-  readonly setResponder: (responder: Responder) => void
   /** the address of the request being served, if any */
   readonly requestAddress: Effect.Effect<string | undefined>
   readonly scopeRefused: (developerId: string, agentId: string, code: "INVALID_SCOPES" | "SCOPE_ESCALATION") => Effect.Effect<void>
@@ -54,13 +55,11 @@ export interface AnomalyCoreService {
   readonly suspendedAgentUse: (developerId: string, agentId: string, grantId: string, where: string) => Effect.Effect<void>
   readonly replay: (developerId: string, agentId: string, grantId: string, kind: "code" | "refresh_token", revokedGrants: number) => Effect.Effect<void>
   readonly tokenUsed: (developerId: string, agentId: string) => Effect.Effect<void>
+  /** a client registered itself at the developer's OAuth issuer (DCR), from the request's address */
+  readonly clientRegistered: (developerId: string, agentId: string) => Effect.Effect<void>
 }
 
 export class AnomalyCore extends Context.Tag("agent-auth/AnomalyCore")<AnomalyCore, AnomalyCoreService>() {}
-
-/** set while a response suspends or revokes, so its own revocations do not count as mass revocation */
-const Responding = FiberRef.unsafeMake(false)
-export const responding = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.locally(effect, Responding, true)
 
 export const AnomalyCoreLive = Layer.effect(
   AnomalyCore,
@@ -69,9 +68,9 @@ export const AnomalyCoreLive = Layer.effect(
     const events = yield* Events
     const config = yield* Config
     const repo = makeRepo(sql)
+    const respond = makeResponder({ repo, events, revocation: yield* RevocationPath, suspension: yield* AgentSuspension })
     const cache = new Map<string, { view: DeveloperView; until: number }>()
     const sightings = new Map<string, number>()
-    let responder: Responder | undefined
 
     const view = (developerId: string) =>
       Effect.gen(function*() {
@@ -100,8 +99,10 @@ export const AnomalyCoreLive = Layer.effect(
           alertId: alert.id, ruleId: alert.ruleId, severity: alert.severity, agentId: alert.agentId, occurrences: alert.occurrences
         })
         const { settings } = yield* view(d.developerId)
-        if (settings.mode !== "enforce" || d.rule.response === "alert" || responder === undefined) return alert
-        const outcome = yield* responding(responder(alert, d.rule))
+        // an alert responds once, when it opens: a further occurrence counts, it does not suspend or revoke again
+        if (!alert.inserted) return alert
+        if (settings.mode !== "enforce" || d.rule.response === "alert") return alert
+        const outcome = yield* respond(alert, d.rule)
         if (outcome.response === "none") return alert
         yield* repo.setResponse(alert.id, outcome.response, outcome.refs)
         return {
@@ -130,7 +131,6 @@ export const AnomalyCoreLive = Layer.effect(
      */
     const inline = (developerId: string, ruleId: string, body: (rule: EffectiveRule, ms: number) => Effect.Effect<unknown, unknown>) =>
       Effect.gen(function*() {
-        if (yield* FiberRef.get(Responding)) return
         const v = yield* view(developerId)
         const rule = v.rule(ruleId)
         if (v.settings.mode === "off" || rule === undefined || !rule.enabled) return
@@ -214,36 +214,59 @@ export const AnomalyCoreLive = Layer.effect(
         sightings.set(key, ms)
       })
 
+    // AD-012: the registration and its network counted, in the registration's transaction; the
+    // developer-wide count and the network's each raise their own alert
+    const clientRegistered: AnomalyCoreService["clientRegistered"] = (developerId, agentId) =>
+      Effect.flatMap(requestAddress, (address) => {
+        const network = address === undefined ? null : networkOf(address) ?? null
+        return inline(developerId, "AD-012", (rule, ms) =>
+          Effect.gen(function*() {
+            const windowMinutes = rule.threshold.windowMinutes ?? 10
+            const since = new Date(ms - windowMinutes * 60_000)
+            yield* repo.q(`INSERT INTO anomaly_signals (developer_id, agent_id, kind, network, created_at) VALUES ($1, $2, 'client_registered', $3, $4)`,
+              [developerId, agentId, network, new Date(ms)])
+            const [row] = yield* repo.q<{ total: number; fromNetwork: number }>(
+              `SELECT count(*)::int AS total, (count(*) FILTER (WHERE network = $3))::int AS from_network FROM anomaly_signals
+               WHERE developer_id = $1 AND kind = 'client_registered' AND created_at > $2`,
+              [developerId, since, network]
+            )
+            const context = { registrations: row!.total, fromNetwork: row!.fromNetwork, network, windowMinutes, lastClientId: agentId }
+            if (row!.total > (rule.threshold.developerCount ?? 50)) {
+              yield* raise(detection(developerId, rule, null, "registrations",
+                `${row!.total} dynamic client registrations within ${windowMinutes} minutes`, context))
+            }
+            if (network !== null && row!.fromNetwork > (rule.threshold.networkCount ?? 10)) {
+              yield* raise(detection(developerId, rule, null, network,
+                `${row!.fromNetwork} dynamic client registrations from ${network} within ${windowMinutes} minutes`, context))
+            }
+          }))
+      })
+
     return {
       view,
       changed: (developerId) => void cache.delete(developerId),
       raise,
-      setResponder: (r) => {
-        responder = r
-      },
       requestAddress,
       scopeRefused,
       grantsRevoked,
       suspendedAgentUse,
       replay,
-      tokenUsed
+      tokenUsed,
+      clientRegistered
     }
   })
 )
-
-/** a signal for callers that may run without anomaly detection (partial layers in tests) */
-export const optionalCore = Effect.map(Effect.serviceOption(AnomalyCore), Option.getOrUndefined)
 
 /** Benchmarks only: the same service with every inline rule a no-op (and no alert ever raised). */
 export const AnomalyCoreDisabled = Layer.succeed(AnomalyCore, {
   view: () => Effect.succeed({ settings: { mode: "off", allowList: [], offHours: null, updatedAt: null }, rules: [], rule: () => undefined, allowed: () => false }),
   changed: () => {},
   raise: () => Effect.succeed(undefined),
-  setResponder: () => {},
   requestAddress: Effect.succeed(undefined),
   scopeRefused: () => Effect.void,
   grantsRevoked: () => Effect.void,
   suspendedAgentUse: () => Effect.void,
   replay: () => Effect.void,
-  tokenUsed: () => Effect.void
+  tokenUsed: () => Effect.void,
+  clientRegistered: () => Effect.void
 })

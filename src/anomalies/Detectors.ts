@@ -2,22 +2,15 @@
  * The windowed rules (decisions §14): one SQL statement each, over one developer's rows, by the
  * (developer, time) indexes (sql/0014, 0023, 0026), never a full scan. Each answers findings with
  * the time of the newest fact that triggered them (`evidenceAt`): an alert counts one more
- * occurrence only for evidence newer than what it already counted, so running a pass twice over the
- * same rows (the fiber and POST /v1/anomalies/detect, or two instances) raises nothing twice.
+ * occurrence only for evidence newer than what it already counted, so a pass over rows already
+ * passed over (the fiber and POST /v1/anomalies/detect) raises nothing twice; the passes of one
+ * developer never overlap (Worker.ts: one lease per developer).
  */
 import { Effect } from "effect"
-import type { Settings } from "./Repo.ts"
-import type { Repo } from "./Repo.ts"
+import type { Finding, Repo, Settings } from "./Repo.ts"
 import { type Condition, type EffectiveRule, WINDOWS } from "./Rules.ts"
 
-export interface Finding {
-  readonly subject: string
-  readonly agentId: string | null
-  readonly principalId: string | null
-  readonly description: string
-  readonly context: Record<string, unknown>
-  readonly evidenceAt: Date
-}
+export type { Finding } from "./Repo.ts"
 
 export interface PassContext {
   readonly repo: Repo
@@ -40,32 +33,48 @@ const perAgent = (agentId: string, description: string, context: Record<string, 
   subject: agentId, agentId, principalId: null, description, context, evidenceAt
 })
 
+/**
+ * AD-001 on sliding windows: every grant of the look-back is the end of one window (its count the
+ * grants in the `windowMinutes` up to it), so a burst that straddles two passes is seen by the
+ * second in full. The newest window above the threshold is the finding (its last grant the
+ * evidence): a pass over the same rows again finds the same evidence and counts nothing.
+ */
 const velocity: Detector = ({ repo, developerId, now }, rule) => {
   const windowMs = (rule.threshold.windowMinutes ?? 5) * MINUTE
   const minimum = rule.threshold.minimum ?? 20
   const factor = rule.threshold.medianFactor ?? 10
   const buckets = Math.max(1, Math.floor((7 * DAY) / windowMs))
-  const start = ago(now, windowMs)
+  // longer than any pass interval in use; the dedup by evidence makes a longer look harmless
+  const since = ago(now, Math.max(HOUR, 3 * windowMs))
   return Effect.map(
     repo.q<{ agentId: string; n: number; last: Date; median: number }>(
       `WITH recent AS (
-         SELECT agent_id, count(*)::int AS n, max(created_at) AS last FROM grants
-         WHERE developer_id = $1 AND created_at > $2 AND created_at <= $3 GROUP BY agent_id HAVING count(*) > $4
+         SELECT agent_id, created_at,
+                count(*) OVER (PARTITION BY agent_id ORDER BY created_at
+                               RANGE BETWEEN ($6 * interval '1 millisecond' - interval '1 microsecond') PRECEDING AND CURRENT ROW)::int AS n
+         FROM grants WHERE developer_id = $1 AND created_at > $2::timestamptz - $6 * interval '1 millisecond' AND created_at <= $3
+       ),
+       candidates AS (SELECT DISTINCT agent_id FROM recent WHERE created_at > $2 AND n > $4),
+       baseline AS (
+         SELECT c.agent_id, m.median FROM candidates c
+         CROSS JOIN LATERAL (
+           SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(k.n, 0)), 0)::float8 AS median
+           FROM generate_series(0, $5::int - 1) AS b(i)
+           LEFT JOIN (
+             SELECT floor(extract(epoch FROM ($2::timestamptz - g.created_at)) * 1000 / $6)::int AS i, count(*) AS n FROM grants g
+             WHERE g.developer_id = $1 AND g.agent_id = c.agent_id AND g.created_at <= $2 AND g.created_at > $2::timestamptz - interval '7 days'
+             GROUP BY 1
+           ) k ON k.i = b.i
+         ) m
        )
-       SELECT r.agent_id, r.n, r.last, m.median FROM recent r
-       CROSS JOIN LATERAL (
-         SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(c.n, 0)), 0)::float8 AS median
-         FROM generate_series(0, $5::int - 1) AS b(i)
-         LEFT JOIN (
-           SELECT floor(extract(epoch FROM ($2::timestamptz - g.created_at)) * 1000 / $6)::int AS i, count(*) AS n FROM grants g
-           WHERE g.developer_id = $1 AND g.agent_id = r.agent_id AND g.created_at <= $2 AND g.created_at > $2::timestamptz - interval '7 days'
-           GROUP BY 1
-         ) c ON c.i = b.i
-       ) m`,
-      [developerId, start, now, minimum, buckets, windowMs]
+       SELECT DISTINCT ON (r.agent_id) r.agent_id, r.n, r.created_at AS last, b.median
+       FROM recent r JOIN baseline b ON b.agent_id = r.agent_id
+       WHERE r.created_at > $2 AND r.n > greatest($4::float8, $7 * b.median)
+       ORDER BY r.agent_id, r.created_at DESC`,
+      [developerId, since, now, minimum, buckets, windowMs, factor]
     ),
     (rows) =>
-      rows.filter((r) => r.n > Math.max(minimum, factor * Number(r.median))).map((r) =>
+      rows.map((r) =>
         perAgent(r.agentId, `${r.n} grants for agent ${r.agentId} in ${windowMs / MINUTE} minutes (7-day median ${Number(r.median)})`,
           { grants: r.n, median: Number(r.median), windowMinutes: windowMs / MINUTE }, r.last))
   )

@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { BadRequest, Conflict, NotFound } from "../platform/Errors.ts"
+import { newId } from "../platform/Ids.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
 import { AnomalyChannels } from "./Channels.ts"
@@ -181,7 +182,7 @@ export const AnomaliesHttp = HttpApiBuilder.group(Api, "anomalies", (handlers) =
           yield* conditionProblem(payload.condition)
           yield* checkChannels(developer.id, payload.alertChannels)
           const ms = yield* nowMillis
-          const ruleId = payload.ruleId ?? `custom-${ms.toString(36)}${Math.random().toString(36).slice(2, 8)}`
+          const ruleId = payload.ruleId ?? newId("arule", ms)
           if (BUILT_IN.has(ruleId)) return yield* Effect.fail(new Conflict({ message: `${ruleId} is a built-in rule` }))
           const rows = yield* orDie(repo.q(
             `INSERT INTO anomaly_rules (developer_id, rule_id, built_in, name, description, condition, severity, response, enabled,

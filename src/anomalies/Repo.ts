@@ -3,7 +3,6 @@
  * (developer, rule, subject). `upsertAlert` is the one statement that opens an alert or counts one
  * more occurrence; alerts are never deleted.
  */
-import type { Finding } from "./Detectors.ts"
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { CursorPosition } from "../platform/Pagination.ts"
@@ -47,6 +46,16 @@ export interface AlertRow {
   readonly resolvedAt: Date | null
   readonly note: string | null
   readonly createdAt: Date
+}
+
+/** what a windowed rule found for one subject; `evidenceAt` is the newest fact that triggered it */
+export interface Finding {
+  readonly subject: string
+  readonly agentId: string | null
+  readonly principalId: string | null
+  readonly description: string
+  readonly context: Record<string, unknown>
+  readonly evidenceAt: Date
 }
 
 /** a finding (its `evidenceAt`: the newest triggering fact) raised under a rule */

@@ -1,5 +1,5 @@
 /**
- * The rule catalogue (decisions §14): the ten built-ins AD-001…AD-010, the published protocol's four
+ * The rule catalogue (decisions §14, §22.9): the twelve built-ins AD-001…AD-012, the published protocol's four
  * legacy types, their default severities, responses and thresholds, and the closed schema of a
  * custom rule's condition. A developer's overrides (anomaly_rules rows) are merged over these.
  */
@@ -73,6 +73,16 @@ export const BUILT_INS: ReadonlyArray<BuiltIn> = [
     ruleId: "AD-010", name: "Stale bundle", severity: "low", inline: false, enabled: true,
     description: "An active consent bundle with no offline sync for `hours` hours",
     threshold: { hours: 72 }
+  },
+  {
+    ruleId: "AD-011", name: "Passkey counter regression", severity: "high", inline: true, enabled: true,
+    description: "A genuine passkey signature whose counter did not grow above the stored one (a cloned authenticator)",
+    threshold: {}
+  },
+  {
+    ruleId: "AD-012", name: "Registration flood", severity: "medium", inline: true, enabled: true,
+    description: "More than `developerCount` dynamic client registrations at your OAuth issuer, or more than `networkCount` from one IPv4 /24 or IPv6 /48, within `windowMinutes`",
+    threshold: { developerCount: 50, networkCount: 10, windowMinutes: 10 }
   },
   {
     ruleId: "rate_spike", name: "Rate spike", severity: "high", inline: false, enabled: true,

@@ -2,20 +2,15 @@
  * Anomaly detection (decisions §14): the windowed pass over one developer, the enforce-mode
  * responses, and the alert lifecycle (open → acknowledged → resolved; never deleted).
  *
- * Responses go through the part-one paths only: an agent is suspended by the agents service (its
- * bundles revoked, its credentials suspended), grants are revoked by the grants service (cascade,
- * bundles, `grant.revoked`), then `anomaly.auto_revoked` says which. They run in enforce mode only;
- * monitor mode raises alerts and changes nothing.
+ * Responses are the core's (Responses.ts), made when an alert opens in enforce mode; monitor mode
+ * raises alerts and changes nothing.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { Agents } from "../agents/Service.ts"
 import { Config } from "../Config.ts"
-import { Grants } from "../grants/Service.ts"
 import { Conflict, NotFound } from "../platform/Errors.ts"
-import { Events } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { AnomalyCore, type Responder } from "./Core.ts"
+import { AnomalyCore } from "./Core.ts"
 import { customRule, DETECTORS, type PassContext } from "./Detectors.ts"
 import { type AlertRow, makeRepo } from "./Repo.ts"
 import { evaluable } from "./Rules.ts"
@@ -43,37 +38,9 @@ export const AnomaliesLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const core = yield* AnomalyCore
-    const grants = yield* Grants
-    const agents = yield* Agents
-    const events = yield* Events
     const config = yield* Config
     const repo = makeRepo(sql)
 
-    const respond: Responder = (alert, rule) =>
-      Effect.gen(function*() {
-        const agentId = alert.agentId
-        if (agentId === null) return { response: "none" as const, refs: [] }
-        if (rule.response === "suspend_agent") {
-          const agent = yield* agents.find(alert.developerId, agentId)
-          if (agent === undefined || agent.status !== "active") return { response: "none" as const, refs: [] }
-          yield* agents.update(alert.developerId, agentId, { status: "suspended" }).pipe(Effect.orDie)
-          return { response: "suspended_agent" as const, refs: [agentId] }
-        }
-        // revoke_grants: the agent's active grants; the revocation path takes their descendants too
-        const active = yield* repo.q<{ id: string; root: boolean }>(
-          `WITH RECURSIVE t AS (
-             SELECT id, true AS root FROM grants WHERE developer_id = $1 AND agent_id = $2 AND status = 'active'
-             UNION SELECT g.id, false FROM grants g JOIN t ON g.parent_grant_id = t.id WHERE g.status = 'active'
-           ) SELECT id, bool_or(root) AS root FROM t GROUP BY id ORDER BY id`,
-          [alert.developerId, agentId]
-        ).pipe(Effect.orDie)
-        if (active.length === 0) return { response: "none" as const, refs: [] }
-        yield* grants.revokeMany(alert.developerId, active.filter((g) => g.root).map((g) => g.id))
-        const revoked = active.map((g) => g.id)
-        yield* events.emit(alert.developerId, "anomaly.auto_revoked", { alertId: alert.id, revokedGrants: revoked })
-        return { response: "revoked_grants" as const, refs: revoked }
-      })
-    core.setResponder(respond)
 
     const detect = (developerId: string) =>
       sql.withTransaction(Effect.gen(function*() {

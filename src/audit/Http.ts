@@ -2,13 +2,12 @@ import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
-import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
+import { AuditChain, ENTRY_COLUMNS, rowToEntry } from "../platform/AuditChain.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { BadRequest, NotFound } from "../platform/Errors.ts"
 import { pageParams, toPage } from "../platform/Pagination.ts"
 
-const COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash, timestamp,
-  status, seq, created_at`
+const COLUMNS = `${ENTRY_COLUMNS}, created_at`
 
 export const AuditHttp = HttpApiBuilder.group(Api, "audit", (handlers) =>
   Effect.gen(function*() {

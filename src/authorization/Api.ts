@@ -5,6 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Scopes } from "../agents/Api.ts"
+import { InvalidNotice, NoticeHashMismatch, NoticeRetired, VerifiableConsentRequired } from "../dpdp/Errors.ts"
 import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/Api.ts"
 import { AuthenticationResponse } from "../passkeys/Api.ts"
 import { Authentication } from "../platform/Auth.ts"
@@ -14,11 +15,15 @@ import {
   PlanLimitExceeded, PrincipalMismatch, PublicRouteErrors, QuotaExceeded, RequestNotPending
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { AUTHORIZATION_DOCS } from "./Docs.ts"
 
 const Html = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/html" }))
 const Js = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/javascript" }))
 const IdPath = Schema.Struct({ id: Schema.String })
-const Form = Schema.Struct({ req: Schema.String }).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
+/** `lang`: the notice language the person read the page in (decisions §21) */
+const Form = Schema.Struct({ req: Schema.String, lang: Schema.optional(Schema.String.pipe(Schema.maxLength(35))) })
+  .pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
 
 export const TokenResponse = Schema.Struct({
   grantToken: Schema.String,
@@ -43,7 +48,14 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
         state: Schema.optional(Schema.String.pipe(Schema.maxLength(500))),
         audience: Schema.optional(Short(500)),
         codeChallenge: Schema.optional(Schema.String),
-        codeChallengeMethod: Schema.optional(Schema.String)
+        codeChallengeMethod: Schema.optional(Schema.String),
+        // decisions §21: the DPDP notice the person consents under
+        consentNoticeId: Schema.optional(Short(100)),
+        consentNoticeVersion: Schema.optional(Short(32)),
+        purposes: Schema.optional(Schema.Array(Short(64)).pipe(Schema.maxItems(50))),
+        language: Schema.optional(Short(35)),
+        principalType: Schema.optional(Schema.Literal("adult", "child", "guardian_of_pwd")),
+        guardianVerification: Schema.optional(Schema.Unknown)
       }))
       .addSuccess(Schema.Struct({
         authRequestId: Schema.String,
@@ -66,6 +78,10 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(InvalidScopes)
       .addError(QuotaExceeded)
       .addError(PlanLimitExceeded)
+      .addError(InvalidNotice)
+      .addError(NoticeRetired)
+      .addError(NoticeHashMismatch)
+      .addError(VerifiableConsentRequired)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 10, authorizeBucket: true })
@@ -78,6 +94,8 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(BodyErrors)
       .addError(InvalidGrant)
       .addError(AgentSuspended)
+      .addError(PrincipalInactive)
+      .addError(PolicyDenied)
       .addError(QuotaExceeded)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
@@ -91,6 +109,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(BodyErrors)
       .addError(InvalidGrant)
       .addError(AgentSuspended)
+      .addError(PrincipalInactive)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
       .annotate(RatePolicy, { routeLimit: 20 })
@@ -98,6 +117,8 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
   .add(
     HttpApiEndpoint.get("consentJson", "/v1/consent/:id")
       .setPath(IdPath)
+      // lang: another language variant of the request's notice (decisions §21)
+      .setUrlParams(Schema.Struct({ lang: Schema.optional(Schema.String) }))
       .addSuccess(Schema.Struct({
         id: Schema.String,
         agentName: Schema.String,
@@ -107,7 +128,23 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
         scopeDescriptions: Schema.Record({ key: Schema.String, value: Schema.String }),
         expiresAt: Schema.String,
         status: Schema.String,
-        fidoRequired: Schema.Boolean
+        fidoRequired: Schema.Boolean,
+        /** decisions §21: the notice the request is pinned to, as the consent page shows it (absent when none) */
+        notice: Schema.optional(Schema.Struct({
+          noticeId: Schema.String,
+          version: Schema.String,
+          language: Schema.String,
+          languages: Schema.Array(Schema.String),
+          title: Schema.String,
+          content: Schema.String,
+          purposes: Schema.Array(Schema.Struct({ code: Schema.String, description: Schema.String, name: Schema.optional(Schema.String) })),
+          dataItems: Schema.Array(Schema.String),
+          dataFiduciaryContact: Schema.NullOr(Schema.String),
+          grievanceOfficer: Schema.NullOr(Schema.Struct({ name: Schema.String, email: Schema.String, phone: Schema.optional(Schema.String) })),
+          withdrawalUrl: Schema.NullOr(Schema.String),
+          rightsUrl: Schema.NullOr(Schema.String),
+          boardComplaintUrl: Schema.NullOr(Schema.String)
+        }))
       }))
       .addError(NotFound)
       .addError(Gone)
@@ -122,6 +159,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(FidoRequired)
       .addError(PrincipalInactive)
       .addError(PrincipalMismatch)
+      .addError(PolicyDenied)
       .addError(Forbidden)
   )
   .add(
@@ -130,6 +168,7 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addSuccess(Schema.Struct({ redirectUri: Schema.optional(Schema.String), state: Schema.optional(Schema.String) }))
       .addError(NotFound)
       .addError(Gone)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.post("passkeyOptions", "/v1/consent/:id/passkey/options")
@@ -155,16 +194,19 @@ export class AuthorizationApi extends HttpApiGroup.make("authorization")
       .addError(FidoRequired)
       .addError(PrincipalInactive)
       .addError(PrincipalMismatch)
+      .addError(PolicyDenied)
       .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.get("consentPage", "/consent")
       // error=access_denied: back from an SSO sign-in that was refused (decisions §12)
-      .setUrlParams(Schema.Struct({ req: Schema.optional(Schema.String), error: Schema.optional(Schema.String) }))
+      // lang: another language variant of the request's notice (decisions §21)
+      .setUrlParams(Schema.Struct({ req: Schema.optional(Schema.String), error: Schema.optional(Schema.String), lang: Schema.optional(Schema.String) }))
       .addSuccess(Html)
   )
   .add(HttpApiEndpoint.post("approveForm", "/consent/approve").setPayload(Form).addSuccess(Html))
   .add(HttpApiEndpoint.post("denyForm", "/consent/deny").setPayload(Form).addSuccess(Html))
   .add(HttpApiEndpoint.get("passkeyScript", "/consent/passkey.js").addSuccess(Js))
   .addError(PublicRouteErrors)
+  .pipe(documented(AUTHORIZATION_DOCS))
 {}

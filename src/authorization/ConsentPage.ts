@@ -5,9 +5,10 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { randomBytes } from "node:crypto"
+import { ASSERTION_HELPERS } from "../passkeys/BrowserScript.ts"
 import type { ConsentView } from "./Service.ts"
 
-const escape = (s: string) =>
+export const escape = (s: string) =>
   s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;")
 
 const STYLE = `
@@ -35,6 +36,12 @@ const STYLE = `
   button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
   .notice { padding: .75rem; border-radius: 8px; border: 1px solid var(--line); }
   #passkey-status { color: var(--muted); min-height: 1.5em; }
+  #dpdp-notice { margin: 1rem 0; padding: .75rem; border: 1px solid var(--line); border-radius: 8px; overflow-wrap: anywhere; }
+  #dpdp-notice h2 { font-size: 1.1rem; margin: 0 0 .25rem; }
+  #dpdp-notice h3 { font-size: 1rem; margin: .75rem 0 .25rem; }
+  #notice-content { white-space: pre-line; }
+  #notice-languages a, #notice-languages strong { margin-right: .5rem; }
+  a { color: var(--accent); }
   /* a phone: the card fills the width, the facts stack, the answers are full-width tap targets */
   @media (max-width: 30rem) {
     main { margin: 0; padding: 1.25rem 1rem 1.5rem; border-width: 0 0 1px; border-radius: 0; }
@@ -51,7 +58,8 @@ export interface Page {
   readonly csp: string
 }
 
-const page = (title: string, body: string, options: { script?: boolean; formTargets?: ReadonlyArray<string> } = {}): Page => {
+/** a page of ours (the OAuth sign-in pages too): `scriptSrc` replaces the consent page's own passkey script */
+export const page = (title: string, body: string, options: { script?: boolean; scriptSrc?: string; formTargets?: ReadonlyArray<string> } = {}): Page => {
   const nonce = randomBytes(16).toString("base64")
   const formAction = ["'self'", ...(options.formTargets ?? [])].join(" ")
   const csp = [
@@ -77,7 +85,7 @@ const page = (title: string, body: string, options: { script?: boolean; formTarg
 <main>
 ${body}
 </main>
-${options.script ? '<script src="/consent/passkey.js" defer></script>' : ""}
+${options.script ? `<script src="${escape(options.scriptSrc ?? "/consent/passkey.js")}" defer></script>` : ""}
 </body>
 </html>`
   return { html, csp }
@@ -107,6 +115,47 @@ const lasting = (seconds: number) => {
   return hours >= 2 ? `${hours} hours` : `${Math.max(1, Math.round(seconds / 60))} minutes`
 }
 
+const httpsHref = (url: string | null) => url !== null && /^https:\/\//.test(url) ? escape(url) : undefined
+
+/**
+ * decisions §21: the notice the request is pinned to, before Approve/Deny: its language variants,
+ * the purposes asked for, the data items, how to withdraw (our /permissions page when the notice
+ * names no other way), the grievance contact and the Board complaint link.
+ */
+const noticeSection = (view: ConsentView): string => {
+  const n = view.notice
+  if (n === null) return ""
+  const languages = n.languages.length < 2 ? "" : `<p id="notice-languages">Read in: ${n.languages.map((l) =>
+    l === n.language
+      ? `<strong lang="${escape(l)}">${escape(l)}</strong>`
+      : `<a href="/consent?req=${encodeURIComponent(view.id)}&amp;lang=${encodeURIComponent(l)}" hreflang="${escape(l)}" lang="${escape(l)}">${escape(l)}</a>`
+  ).join("")}</p>`
+  const purposes = n.purposes.map((p) =>
+    `<li><strong>${escape(p.name ?? p.code)}</strong>${escape(p.description)}</li>`).join("\n")
+  const withdrawal = httpsHref(n.withdrawalUrl) ?? "/permissions"
+  const officer = n.grievanceOfficer
+  const grievance = officer !== null
+    ? `${escape(officer.name)}, <a href="mailto:${escape(officer.email)}">${escape(officer.email)}</a>${officer.phone ? `, ${escape(officer.phone)}` : ""}`
+    : n.dataFiduciaryContact !== null ? escape(n.dataFiduciaryContact) : undefined
+  const rights = httpsHref(n.rightsUrl)
+  const board = httpsHref(n.boardComplaintUrl)
+  return `<section id="dpdp-notice" lang="${escape(n.language)}" aria-labelledby="notice-title">
+<h2 id="notice-title">${escape(n.title)}</h2>
+<p class="muted" id="notice-version">Notice ${escape(n.noticeId)}, version ${escape(n.version)}</p>
+${languages}
+<div id="notice-content">${escape(n.content)}</div>
+<h3>What it is for</h3>
+<ul id="notice-purposes">
+${purposes}
+</ul>
+${n.dataItems.length > 0 ? `<h3>Information used</h3><p id="notice-data-items">${n.dataItems.map(escape).join(", ")}</p>` : ""}
+<p id="notice-withdrawal">You can withdraw this consent at any time, as easily as you give it: <a href="${withdrawal}">withdraw consent</a>.</p>
+${rights ? `<p id="notice-rights"><a href="${rights}">Your rights over your data</a></p>` : ""}
+${grievance ? `<p id="notice-grievance">Questions or complaints: ${grievance}</p>` : ""}
+${board ? `<p id="notice-board">You may also complain to the Data Protection Board of India: <a href="${board}">make a complaint</a></p>` : ""}
+</section>`
+}
+
 export interface ConsentPageOptions {
   /** the clock's now: "until when" is counted from it */
   readonly nowMs: number
@@ -134,6 +183,14 @@ export const consentPage = (view: ConsentView, options: ConsentPageOptions): Pag
     ? `${escape(options.signedInAs.principalId)} <span class="muted">(signed in with ${escape(options.signedInAs.connectionName)})</span>`
     : escape(view.principalId)
   const until = options.nowMs + view.grantTtlSeconds * 1000
+  // decisions §22.5: an OAuth client is named with its verification and host, the redirect host always, and the resource
+  const oauth = view.oauth
+  const oauthFacts = oauth === null ? "" : `
+  <dt>Application</dt><dd id="client">${escape(oauth.clientName)}${oauth.verified ? "" : ` <strong id="client-unverified">(unverified)</strong>`}${
+    oauth.clientHost ? ` <span class="muted" id="client-host">${escape(oauth.clientHost)}</span>` : ""}</dd>
+  <dt>Sends you back to</dt><dd id="redirect-host">${escape(oauth.redirectHost)}${
+    oauth.redirectWarning ? ` <span class="muted" id="redirect-warning">(an application on this device: approve only if you started this)</span>` : ""}</dd>
+  <dt>Access to</dt><dd id="resource">${escape(oauth.resourceName)} <span class="muted" id="resource-identifier">${escape(oauth.resource)}</span></dd>`
   const passkey = view.fidoRequired
     ? `<p class="notice">This service asks you to confirm with a passkey.</p>
 <div class="actions">
@@ -142,7 +199,8 @@ export const consentPage = (view: ConsentView, options: ConsentPageOptions): Pag
 </div>
 <p id="passkey-status" role="status"></p>`
     : `<div class="actions">
-  <form method="post" action="/consent/approve"><input type="hidden" name="req" value="${escape(view.id)}"><button class="primary" type="submit" id="approve">Approve</button></form>
+  <form method="post" action="/consent/approve"><input type="hidden" name="req" value="${escape(view.id)}">${
+    view.notice === null ? "" : `<input type="hidden" name="lang" value="${escape(view.notice.language)}">`}<button class="primary" type="submit" id="approve">Approve</button></form>
   <form method="post" action="/consent/deny"><input type="hidden" name="req" value="${escape(view.id)}"><button type="submit" id="deny">Deny</button></form>
 </div>`
   return page(
@@ -153,13 +211,14 @@ ${view.agentDescription ? `<p class="desc" id="agent-description">${escape(view.
 <dl class="facts">
   <dt>Asked by</dt><dd id="developer-name">${escape(view.developerName)}</dd>
   <dt>For</dt><dd id="for-whom">${forWhom}</dd>
-  <dt>Access until</dt><dd id="grant-until">${escape(when(until))} <span class="muted">(${escape(lasting(view.grantTtlSeconds))} after you approve)</span></dd>
+  <dt>Access until</dt><dd id="grant-until">${escape(when(until))} <span class="muted">(${escape(lasting(view.grantTtlSeconds))} after you approve)</span></dd>${oauthFacts}
 </dl>
 ${options.notice ? `<p class="notice" id="sso-notice">${escape(options.notice)}</p>` : ""}
 <p>It is asking to:</p>
 <ul id="scopes">
 ${scopes}
 </ul>
+${noticeSection(view)}
 <p class="expiry" id="request-expiry">Answer before ${escape(when(Date.parse(view.expiresAt)))}; after that the request expires.</p>
 ${passkey}`,
     { script: view.fidoRequired, formTargets: originOf(view.redirectUri) }
@@ -189,8 +248,7 @@ export const PASSKEY_SCRIPT = `(() => {
   const button = document.getElementById("passkey-approve");
   const status = document.getElementById("passkey-status");
   if (!button) return;
-  const b64uToBuf = (s) => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(s.length / 4) * 4, "=")), (c) => c.charCodeAt(0)).buffer;
-  const bufToB64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+${ASSERTION_HELPERS}
   const post = (path, body) => fetch(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
     .then(async (r) => { const j = await r.json(); if (!r.ok) throw Object.assign(new Error(j.message || "failed"), { code: j.code }); return j; });
   button.addEventListener("click", async () => {
@@ -200,20 +258,8 @@ export const PASSKEY_SCRIPT = `(() => {
       const authRequestId = button.dataset.request;
       const base = "/v1/consent/" + encodeURIComponent(authRequestId) + "/passkey/";
       const { challengeId, publicKey } = await post(base + "options", {});
-      publicKey.challenge = b64uToBuf(publicKey.challenge);
-      (publicKey.allowCredentials || []).forEach((c) => { c.id = b64uToBuf(c.id); });
-      const cred = await navigator.credentials.get({ publicKey });
-      const response = {
-        id: cred.id, rawId: bufToB64u(cred.rawId), type: cred.type,
-        response: {
-          clientDataJSON: bufToB64u(cred.response.clientDataJSON),
-          authenticatorData: bufToB64u(cred.response.authenticatorData),
-          signature: bufToB64u(cred.response.signature),
-          userHandle: cred.response.userHandle ? bufToB64u(cred.response.userHandle) : undefined
-        },
-        clientExtensionResults: {},
-        authenticatorAttachment: cred.authenticatorAttachment || undefined
-      };
+      const cred = await navigator.credentials.get({ publicKey: requestOptions(publicKey) });
+      const response = assertionJson(cred);
       // a passkey the service no longer knows (deleted): tell the password manager (WebAuthn Signal API, decisions §17)
       const result = await post(base + "verify", { challengeId, response }).catch((e) => {
         if (e.code === "UNKNOWN_CREDENTIAL" && PublicKeyCredential.signalUnknownCredential) {

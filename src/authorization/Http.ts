@@ -7,12 +7,13 @@ import { fromAnotherSite } from "../platform/FormOrigin.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import {
-  type AgentSuspended, type FidoRequired, type Forbidden, Gone, type NotFound, type PrincipalInactive, type PrincipalMismatch
+  type AgentSuspended, type FidoRequired, Forbidden, Gone, type NotFound, type PolicyDenied, type PrincipalInactive, type PrincipalMismatch
 } from "../platform/Errors.ts"
 import { SsoConsent } from "../sso/Consent.ts"
 import { SESSION_COOKIE } from "../sso/Sessions.ts"
 import { consentPage, htmlResponse as html, messagePage, PASSKEY_SCRIPT, seeOther } from "./ConsentPage.ts"
-import { Authorization } from "./Service.ts"
+import { interactionCookieOk, withIssuer } from "./OAuthRequests.ts"
+import { Authorization, type ConsentView } from "./Service.ts"
 
 /** where the person goes after deciding: redirectUri with code (or error) and state */
 export const redirectLocation = (redirectUri: string, params: Record<string, string | null | undefined>) => {
@@ -48,9 +49,30 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
         return gate.kind === "signedIn" ? gate.approval : undefined
       })
 
+    /** the sign-in, as an effect the approval runs only when the developer requires SSO (on this request's cookies) */
+    const lazySso = (authRequestId: string) =>
+      Effect.map(HttpServerRequest.HttpServerRequest, (http) =>
+        ssoApproval(authRequestId).pipe(Effect.provideService(HttpServerRequest.HttpServerRequest, http), Effect.orDie))
+
+    /**
+     * decisions §22.5: an OAuth request is answered only from the browser that started it (its
+     * interaction cookie) once the person signed in; `answer` gets the request's view
+     */
+    const fromItsBrowser = <A, E, R>(id: string, answer: (view: ConsentView) => Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        const view = yield* authorization.consent(id)
+        const http = yield* HttpServerRequest.HttpServerRequest
+        if (!interactionCookieOk(view, http.cookies)) {
+          return yield* Effect.fail(new Forbidden({ message: "This authorization can be answered only in the browser that started it" }))
+        }
+        return yield* answer(view)
+      })
+
     /** the page shown when a request cannot be answered any more */
-    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden) =>
-      e._tag === "PrincipalMismatch"
+    const unavailable = (e: NotFound | Gone | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden | PolicyDenied) =>
+      e._tag === "PolicyDenied"
+        ? html(messagePage("Not allowed", `${e.message}. Nothing was shared. (POLICY_DENIED)`), 403)
+        : e._tag === "PrincipalMismatch"
         ? html(messagePage("Not you", `${e.message}. Nothing was shared. (PRINCIPAL_MISMATCH)`), 403)
         : e._tag === "Forbidden"
         ? html(messagePage("Not allowed", `${e.message}. Nothing was shared.`), 403)
@@ -70,18 +92,19 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
       .handle("authorize", ({ payload }) => Effect.flatMap(CurrentDeveloper, (d) => authorization.authorize(d, payload)))
       .handle("token", ({ payload }) => Effect.flatMap(CurrentDeveloper, (d) => authorization.exchangeCode(d, payload)))
       .handle("refresh", ({ payload }) => Effect.flatMap(CurrentDeveloper, (d) => authorization.refresh(d, payload)))
-      .handle("consentJson", ({ path }) =>
+      .handle("consentJson", ({ path, urlParams }) =>
         Effect.gen(function*() {
-          const view = yield* authorization.consent(path.id)
+          const view = yield* authorization.consent(path.id, urlParams.lang)
           if (view.status !== "pending") return yield* Effect.fail(new Gone({ message: `Authorization request ${view.status}` }))
-          const { redirectUri: _redirect, principalId: _principal, developerId: _developer, developerName: _name, grantTtlSeconds: _ttl, ...rest } = view
-          return rest
+          const { redirectUri: _redirect, principalId: _principal, developerId: _developer, developerName: _name, grantTtlSeconds: _ttl, notice, ...rest } = view
+          return notice === null ? rest : { ...rest, notice }
         }))
       .handle("approve", ({ path }) =>
-        Effect.flatMap(ssoApproval(path.id), (signedIn) =>
-          Effect.map(authorization.approveRequest(path.id, { fidoVerified: false, sso: signedIn }), (a) =>
-            defined({ code: a.code, redirectUri: a.redirectUri, state: a.state }))))
-      .handle("deny", ({ path }) => Effect.map(authorization.denyRequest(path.id), defined))
+        fromItsBrowser(path.id, () =>
+          Effect.flatMap(lazySso(path.id), (sso) =>
+            Effect.map(authorization.approveRequest(path.id, { fidoVerified: false, sso }), (a) =>
+              defined({ code: a.code, redirectUri: a.redirectUri, state: a.state })))))
+      .handle("deny", ({ path }) => fromItsBrowser(path.id, () => Effect.map(authorization.denyRequest(path.id), defined)))
       .handle("passkeyOptions", ({ path }) => passkeys.assertionOptionsForRequest(path.id) as any)
       .handle("passkeyVerify", ({ path, payload }) =>
         Effect.map(Effect.flatMap(ssoApproval(path.id), (signedIn) => passkeys.verifyAssertionForRequest(path.id, payload, signedIn)), (outcome) => ({
@@ -92,12 +115,19 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
       .handle("consentPage", ({ urlParams }) =>
         Effect.gen(function*() {
           if (!urlParams.req) return html(messagePage("Request not found", "The link is missing its request."), 404)
-          const view = yield* authorization.consent(urlParams.req)
+          const view = yield* authorization.consent(urlParams.req, urlParams.lang)
           if (view.status === "expired") {
             return html(messagePage("Request expired", "This authorization request has expired. Go back to the application and start again."), 410)
           }
+          if (view.status === "authenticating") {
+            return html(messagePage("Sign in first", "Sign in before answering this request: go back to the application and start again."), 403)
+          }
           if (view.status !== "pending") {
             return html(messagePage("Already answered", `This authorization request was already ${view.status}.`), 410)
+          }
+          const cookies = (yield* HttpServerRequest.HttpServerRequest).cookies
+          if (!interactionCookieOk(view, cookies)) {
+            return html(messagePage("Not allowed", "This authorization can be answered only in the browser that started it. Nothing was shared."), 403)
           }
           // decisions §12: with SSO enforced, the person signs in at their provider first, and only the principal answers
           const http = yield* HttpServerRequest.HttpServerRequest
@@ -131,23 +161,23 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
           }))
         }).pipe(Effect.catchAll(unavailable)))
       .handle("approveForm", ({ payload }) =>
-        sameSiteForm(Effect.flatMap(ssoApproval(payload.req), (signedIn) => authorization.approveRequest(payload.req, { fidoVerified: false, sso: signedIn })).pipe(
-          Effect.map((a) =>
-            a.redirectUri
-              ? seeOther(redirectLocation(a.redirectUri, { code: a.code, state: a.state }))
-              : html(messagePage("Approved", `Access approved. Your code is ${a.code}.`))
-          ),
-          Effect.catchAll(unavailable)
-        )))
+        sameSiteForm(fromItsBrowser(payload.req, (view) =>
+          Effect.flatMap(lazySso(payload.req), (sso) => authorization.approveRequest(payload.req, { fidoVerified: false, sso, language: payload.lang })).pipe(
+            Effect.map((a) =>
+              a.redirectUri
+                ? seeOther(redirectLocation(a.redirectUri, withIssuer(view, { code: a.code, state: a.state })))
+                : html(messagePage("Approved", `Access approved. Your code is ${a.code}.`))
+            )
+          )).pipe(Effect.catchAll(unavailable))))
       .handle("denyForm", ({ payload }) =>
-        sameSiteForm(authorization.denyRequest(payload.req).pipe(
-          Effect.map((d) =>
-            d.redirectUri
-              ? seeOther(redirectLocation(d.redirectUri, { error: "access_denied", state: d.state }))
-              : html(messagePage("Denied", "You denied the request. Nothing was shared."))
-          ),
-          Effect.catchAll(unavailable)
-        )))
+        sameSiteForm(fromItsBrowser(payload.req, (view) =>
+          authorization.denyRequest(payload.req).pipe(
+            Effect.map((d) =>
+              d.redirectUri
+                ? seeOther(redirectLocation(d.redirectUri, withIssuer(view, { error: "access_denied", state: d.state })))
+                : html(messagePage("Denied", "You denied the request. Nothing was shared."))
+            )
+          )).pipe(Effect.catchAll(unavailable))))
       .handle("passkeyScript", () =>
         Effect.succeed(HttpServerResponse.text(PASSKEY_SCRIPT, {
           contentType: "text/javascript; charset=utf-8",

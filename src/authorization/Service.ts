@@ -9,33 +9,37 @@
  * This file holds the service's shape and the request side (authorize, consent, approve, deny); the
  * code and refresh exchanges are Tokens.ts, the shared row and lookups Lookups.ts.
  */
-import { optionalCore } from "../anomalies/Core.ts"
+import { AnomalyCore } from "../anomalies/Core.ts"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { Agents, AgentsLive } from "../agents/Service.ts"
+import { Agents } from "../agents/Service.ts"
 import { Entitlements } from "../billing/Entitlements.ts"
 import { Config } from "../Config.ts"
 import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
 import { redirectUriProblem } from "../agents/RedirectUri.ts"
 import { Credentials } from "../credentials/Service.ts"
-import { Grants, GrantsLive, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
+import { Grants, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, BadRequest, FidoRequired, type Forbidden, Gone, type InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PolicyDenied,
   type PlanLimitExceeded, type PrincipalInactive, type PrincipalMismatch, type QuotaExceeded
 } from "../platform/Errors.ts"
+import { AuditChain } from "../platform/AuditChain.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
-import { PolicyEngine } from "../policies/Service.ts"
+import { type Allowed, Gate } from "../gate/Gate.ts"
+import { DpdpApproval } from "../dpdp/ApprovalConsent.ts"
 import { agentSuspended, type AuthRequestRecord, makeLookups, REQUEST_COLUMNS, secret } from "./Lookups.ts"
 import { describeScope } from "./Scopes.ts"
 import { ssoBinding, type SsoApproval } from "./SsoBinding.ts"
 import { makeTokens } from "./Tokens.ts"
+import type { AuthorizationService } from "./Types.ts"
 import { sha256Hex } from "../platform/Hash.ts"
 
 export type { SsoApproval } from "./SsoBinding.ts"
+export type { Approval, AuthorizationService, AuthorizeInput, ConsentView, TokenResponse } from "./Types.ts"
 export type { AuthRequestRecord } from "./Lookups.ts"
 export { ACCESS_TOKEN_TTL_MS } from "./Tokens.ts"
 
@@ -43,82 +47,6 @@ export { ACCESS_TOKEN_TTL_MS } from "./Tokens.ts"
 export const REQUEST_TTL_MS = 10 * 60 * 1000
 /** A code must be exchanged within this time. */
 export const CODE_TTL_MS = 10 * 60 * 1000
-
-export interface AuthorizeInput {
-  readonly agentId: string
-  readonly principalId: string
-  readonly scopes: ReadonlyArray<string>
-  readonly expiresIn?: string
-  readonly redirectUri?: string
-  readonly state?: string
-  readonly audience?: string
-  readonly codeChallenge?: string
-  readonly codeChallengeMethod?: string
-}
-
-export interface ConsentView {
-  readonly id: string
-  readonly agentName: string
-  readonly agentDid: string
-  readonly agentDescription: string | null
-  readonly scopes: ReadonlyArray<string>
-  readonly scopeDescriptions: Record<string, string>
-  readonly expiresAt: string
-  readonly status: "pending" | "approved" | "denied" | "expired"
-  readonly fidoRequired: boolean
-  readonly redirectUri: string | null
-  readonly principalId: string
-  readonly developerId: string
-  /** who asks: the developer's account name (the consent page names them) */
-  readonly developerName: string
-  /** how long access lasts once approved */
-  readonly grantTtlSeconds: number
-}
-
-export interface Approval {
-  readonly code: string
-  readonly grantId: string
-  readonly redirectUri: string | null
-  readonly state: string | null
-}
-
-export interface TokenResponse {
-  readonly grantToken: string
-  readonly expiresAt: string
-  readonly scopes: ReadonlyArray<string>
-  readonly refreshToken: string
-  readonly grantId: string
-  readonly verifiableCredential?: string
-  readonly sdJwtCredential?: string
-}
-
-export interface AuthorizationService {
-  readonly authorize: (developer: Developer, input: AuthorizeInput) => Effect.Effect<
-    {
-      authRequestId: string; consentUrl: string; expiresAt: string; sandbox?: true; code?: string
-      policyEnforced?: true; effect?: "allow"; policyId?: string
-    },
-    BadRequest | InvalidRedirectUri | AgentNotFound | InvalidScopes | AgentSuspended | PrincipalInactive | PolicyDenied | QuotaExceeded | PlanLimitExceeded
-  >
-  /** the consent page's view of a request; NotFound when unknown */
-  readonly consent: (authRequestId: string) => Effect.Effect<ConsentView, NotFound>
-  readonly getPendingRequest: (authRequestId: string) => Effect.Effect<
-    { id: string; developerId: string; agentId: string; principalId: string; scopes: ReadonlyArray<string>; expiresAt: Date } | undefined
-  >
-  /** approve a pending request: the grant, its grant.created event and a single-use code, in one transaction */
-  readonly approveRequest: (
-    authRequestId: string,
-    options: { readonly fidoVerified: boolean; readonly sso?: SsoApproval | undefined }
-  ) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden>
-  readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>
-  readonly exchangeCode: (
-    developer: Developer,
-    input: { code: string; agentId: string; codeVerifier?: string; credentialFormat?: string; holderKey?: unknown }
-  ) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended | BadRequest | QuotaExceeded>
-  readonly refresh: (developer: Developer, input: { refreshToken: string; agentId: string }) => Effect.Effect<TokenResponse, InvalidGrant | AgentSuspended>
-  /** denies every pending request of a principal (SCIM deprovisioning), in the caller's transaction; their ids */
-  readonly denyPendingForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
-}
 
 export class Authorization extends Context.Tag("agent-auth/Authorization")<Authorization, AuthorizationService>() {}
 
@@ -129,22 +57,24 @@ export const AuthorizationServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
-    const anomalies = yield* optionalCore // decisions §14: inline rules
+    const metrics = yield* Metrics
+    const anomalies = yield* AnomalyCore // decisions §14: inline rules
     const agents = yield* Agents
     const grants = yield* Grants
     const events = yield* Events
-    const principals = yield* DirectoryPrincipals
     const credentials = yield* Credentials
-    const policyEngine = yield* PolicyEngine
-    const entitlements = yield* Entitlements
+    const gate = yield* Gate
+    const audit = yield* AuditChain
+    // decisions §21: a person's approval of a request naming a notice makes the consent record in its transaction
+    const dpdp = yield* DpdpApproval
 
-    const { loadRequest, agentIsActive } = makeLookups(sql)
-    const { exchangeCode, refresh } = makeTokens({ sql, metrics, anomalies, grants, credentials, entitlements, policyEngine, loadRequest, agentIsActive })
+    const { loadRequest } = makeLookups(sql)
+    const { exchangeCode, refresh } = makeTokens({ sql, metrics, anomalies, grants, credentials, gate, loadRequest })
 
+    /** the grant, its code and the request's approval, in the caller's (gated) transaction */
     const approveInTransaction = (
-      request: AuthRequestRecord, ms: number, fidoVerified: boolean, approvedByPolicy?: string,
-      sso?: { readonly sessionId: string; readonly scopes: ReadonlyArray<string> }
+      request: AuthRequestRecord, ms: number, allowed: Allowed, fidoVerified: boolean,
+      sso?: { readonly sessionId: string; readonly scopes: ReadonlyArray<string> }, language?: string
     ) =>
       Effect.gen(function*() {
         const grant = yield* grants.create({
@@ -154,15 +84,33 @@ export const AuthorizationServiceLive = Layer.effect(
           scopes: sso?.scopes ?? request.scopes,
           audience: request.audience,
           expiresAt: new Date(ms + request.grantTtlSeconds * 1000),
-          ...(approvedByPolicy !== undefined ? { approvedByPolicy } : {}),
-          // a passkey approval stays "passkey" (derived from fido_verified_at) even when SSO was also required
-          ...(sso !== undefined && !fidoVerified ? { approvedBySso: true } : {})
+          approvalMethod: allowed.approvalMethod ?? "consent",
+          policyId: allowed.policyId,
+          ...(request.oauth !== null ? { eventExtra: { resourceServerId: request.oauth.resourceServerId, clientOrigin: request.oauth.clientOrigin } } : {})
+        })
+        yield* allowed.recordApproval(grant.id)
+        yield* dpdp.recordApproval({
+          requestId: request.id, binding: request.dpdpConsent, developerId: request.developerId, grantId: grant.id, principalId: request.principalId,
+          scopes: grant.scopes, expiresAt: grant.expiresAt, approvalMethod: allowed.approvalMethod ?? "consent", language
         })
         const code = secret()
-        yield* sql`INSERT INTO auth_codes (code_hash, auth_request_id, grant_id, developer_id, agent_id, expires_at)
-                   VALUES (${sha256Hex(code)}, ${request.id}, ${grant.id}, ${request.developerId}, ${request.agentId},
-                           ${new Date(ms + CODE_TTL_MS)})`
-        yield* sql`UPDATE auth_requests SET status = 'approved', decided_at = ${new Date(ms)}, grant_id = ${grant.id},
+        // decisions §22.5: an OAuth grant records what it was made for; its code lives 60 s and only /oauth/token redeems it
+        const oauth = request.oauth
+        if (oauth !== null) {
+          yield* audit.append({
+            developerId: request.developerId, action: "service.oauth.authorization_approved", agentId: request.agentId, grantId: grant.id,
+            principalId: request.principalId, metadata: { resourceServerId: oauth.resourceServerId, clientId: oauth.clientId, approvalMethod: grant.approvalMethod }
+          })
+          yield* sql`UPDATE grants SET resource_server_id = ${oauth.resourceServerId}, resource = ${oauth.resource}, client_id = ${oauth.clientId},
+                       auth_method = ${request.authMethod}, auth_time = ${request.authTime} WHERE id = ${grant.id}`
+        }
+        // the code and the request's approval in one statement (one round trip fewer for the person)
+        yield* sql`WITH code AS (
+                     INSERT INTO auth_codes (code_hash, auth_request_id, grant_id, developer_id, agent_id, expires_at, oauth)
+                     VALUES (${sha256Hex(code)}, ${request.id}, ${grant.id}, ${request.developerId}, ${request.agentId},
+                             ${new Date(ms + (oauth !== null ? config.oauth.codeTtlMs : CODE_TTL_MS))}, ${oauth !== null})
+                   )
+                   UPDATE auth_requests SET status = 'approved', decided_at = ${new Date(ms)}, grant_id = ${grant.id},
                      fido_verified_at = CASE WHEN ${fidoVerified} THEN ${new Date(ms)} ELSE fido_verified_at END,
                      sso_session_id = ${sso?.sessionId ?? null}
                    WHERE id = ${request.id}`
@@ -195,78 +143,82 @@ export const AuthorizationServiceLive = Layer.effect(
         }
         const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
         if (unregistered.length > 0) {
-          if (anomalies !== undefined) yield* anomalies.scopeRefused(developer.id, agent.id, "INVALID_SCOPES")
+          yield* anomalies.scopeRefused(developer.id, agent.id, "INVALID_SCOPES")
           return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
         }
-        yield* principals.requireActive(developer.id, input.principalId)
-        // decisions §13: a deny answers 403 POLICY_DENIED; an allow approves at once, never past a passkey or SSO requirement
-        const policy = yield* policyEngine.guard("authorize", { developerId: developer.id, agentId: agent.id, principalId: input.principalId, scopes: input.scopes })
-        const byPolicy = policy.autoApprove !== undefined && !developer.fidoRequired && !(yield* policyEngine.ssoEnforced(developer.id))
-          ? policy.autoApprove.policyId
-          : undefined
-        // decisions §16: the plan's active-grant cap (402 PLAN_LIMIT_EXCEEDED), then the monthly
-        // authorization quota (402 QUOTA_EXCEEDED on a plan that stops at 100 %)
-        yield* entitlements.belowCap(developer, "activeGrants")
-        yield* entitlements.admit(developer, "authorizations")
+        // decisions §21: the notice the request names (or the developer's default), pinned now
+        const notice = yield* dpdp.bind(developer.id, input)
         const ms = yield* nowMillis
         const id = newId("areq", ms)
         const expiresAt = new Date(ms + REQUEST_TTL_MS)
-        return yield* sql.withTransaction(Effect.gen(function*() {
+        return yield* gate.transaction(Effect.gen(function*() {
+          // decisions §20: agent, principal (under the directory row's lock), requirements, policies (a deny
+          // answers 403 POLICY_DENIED, an allow approves at once unless a passkey or SSO is required), the
+          // active-grant cap and the monthly authorization quota, all in this transaction
+          const allowed = yield* gate.check("authorize", {
+            developerId: developer.id, agentId: agent.id, principalId: input.principalId, scopes: input.scopes,
+            sandbox: developer.mode === "sandbox", cap: "activeGrants", meter: "authorizations"
+          })
+          // after the gate: the quota's count (seeded from the stored requests) must not include this one
           const [request] = yield* sql.unsafe<AuthRequestRecord>(
             `INSERT INTO auth_requests (id, developer_id, agent_id, principal_id, scopes, grant_ttl_seconds, redirect_uri, state,
-               audience, code_challenge, code_challenge_method, status, expires_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13) RETURNING ${REQUEST_COLUMNS}`,
+               audience, code_challenge, code_challenge_method, status, expires_at, created_at, dpdp_consent)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14::jsonb) RETURNING ${REQUEST_COLUMNS}`,
             [id, developer.id, agent.id, input.principalId, [...new Set(input.scopes)] as any, ttl, input.redirectUri ?? null,
               input.state ?? null, input.audience ?? null, input.codeChallenge ?? null,
-              input.codeChallenge !== undefined ? method : null, expiresAt, new Date(ms)]
-          )
+              input.codeChallenge !== undefined ? method : null, expiresAt, new Date(ms), notice === null ? null : JSON.stringify(notice)]
+          ).pipe(Effect.orDie)
           const base = { authRequestId: id, consentUrl: `${config.publicBaseUrl}/consent?req=${id}`, expiresAt: expiresAt.toISOString() }
-          // a grant made here is made for a principal the directory still has, read under its lock (§20)
-          if (byPolicy !== undefined || developer.mode === "sandbox") yield* principals.requireActive(developer.id, input.principalId)
-          if (byPolicy !== undefined) {
-            const approval = yield* approveInTransaction(request!, ms, false, byPolicy)
-            yield* policy.recordApproval(approval.grantId)
-            return { ...base, code: approval.code, policyEnforced: true as const, effect: "allow" as const, policyId: byPolicy }
+          if (allowed.approvalMethod === null) return base
+          const approval = yield* approveInTransaction(request!, ms, allowed, false)
+          if (allowed.approvalMethod === "policy") {
+            return { ...base, code: approval.code, policyEnforced: true as const, effect: "allow" as const, policyId: allowed.policyId! }
           }
-          if (developer.mode !== "sandbox") return base
           // Sandbox developers test without a person in the loop: the request is approved at once.
-          const approval = yield* approveInTransaction(request!, ms, false)
           return { ...base, sandbox: true as const, code: approval.code }
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        }))
       })
 
-    const consent: AuthorizationService["consent"] = (id) =>
+    const consent: AuthorizationService["consent"] = (id, language) =>
       Effect.gen(function*() {
         const ms = yield* nowMillis
         const rows = yield* sql<AuthRequestRecord & { agentName: string; agentDescription: string | null; fidoRequired: boolean; developerName: string }>`
           SELECT r.id, r.developer_id, r.scopes, r.status, r.expires_at, r.agent_id, r.redirect_uri, r.principal_id, r.grant_ttl_seconds,
+                 r.oauth, r.interaction_cookie_hash, r.dpdp_consent, r.fido_verified_at,
                  a.name AS agent_name, a.description AS agent_description, d.fido_required, d.name AS developer_name
           FROM auth_requests r JOIN agents a ON a.id = r.agent_id JOIN developers d ON d.id = r.developer_id
           WHERE r.id = ${id}`.pipe(Effect.orDie)
         const row = rows[0]
         if (row === undefined) return yield* Effect.fail(new NotFound({ message: "Authorization request not found" }))
-        const status = row.status === "pending" && row.expiresAt.getTime() <= ms ? "expired" as const : row.status
+        const status = (row.status === "pending" || row.status === "authenticating") && row.expiresAt.getTime() <= ms ? "expired" as const : row.status
         return {
           id: row.id,
           agentName: row.agentName,
           agentDid: grants.agentDid(row.agentId),
           agentDescription: row.agentDescription,
           scopes: [...row.scopes],
-          scopeDescriptions: Object.fromEntries(row.scopes.map((s) => [s, describeScope(s)])),
+          scopeDescriptions: Object.fromEntries(row.scopes.map((s) => [s, row.oauth?.scopeDescriptions[s] ?? describeScope(s)])),
           expiresAt: row.expiresAt.toISOString(),
           status,
-          fidoRequired: row.fidoRequired,
+          // an OAuth sign-in that asserted a passkey already met the requirement (decisions §22.5)
+          fidoRequired: row.fidoRequired && !(row.oauth !== null && row.fidoVerifiedAt !== null),
           redirectUri: row.redirectUri,
           principalId: row.principalId,
           developerId: row.developerId,
           developerName: row.developerName,
-          grantTtlSeconds: row.grantTtlSeconds
+          grantTtlSeconds: row.grantTtlSeconds,
+          oauth: row.oauth,
+          interactionCookieHash: row.interactionCookieHash,
+          // decisions §21: read only for a request that names a notice
+          notice: row.dpdpConsent === null ? null : yield* dpdp.noticeForPage(row.developerId, row.dpdpConsent, language)
         }
       })
 
     const pendingOrGone = (request: AuthRequestRecord | undefined, ms: number) =>
       request === undefined
         ? Effect.fail(new NotFound({ message: "Authorization request not found" }))
+        : request.status === "authenticating"
+        ? Effect.fail(new Gone({ message: "Authorization request is waiting for the person to sign in" }))
         : request.status !== "pending"
         ? Effect.fail(new Gone({ message: `Authorization request already ${request.status}` }))
         : request.expiresAt.getTime() <= ms
@@ -274,27 +226,45 @@ export const AuthorizationServiceLive = Layer.effect(
         : Effect.succeed(request)
 
     const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
-      sql.withTransaction(Effect.gen(function*() {
+      gate.transaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
-        // an agent suspended after the request was made gets no grant from it
-        if (!(yield* agentIsActive(request.developerId, request.agentId))) return yield* Effect.fail(agentSuspended())
-        yield* principals.requireActive(request.developerId, request.principalId)
-        if (!options.fidoVerified) {
-          const [developer] = yield* sql<{ fidoRequired: boolean }>`SELECT fido_required FROM developers WHERE id = ${request.developerId}`.pipe(Effect.orDie)
-          if (developer?.fidoRequired) {
-            return yield* Effect.fail(new FidoRequired({ message: "This developer requires approval with a passkey" }))
-          }
-        }
-        const sso = (yield* policyEngine.ssoEnforced(request.developerId)) ? yield* ssoBinding(request, options.sso) : undefined
-        return yield* approveInTransaction(request, ms, options.fidoVerified, undefined, sso)
-      })).pipe(Effect.catchTag("SqlError", Effect.die))
+        let sso: { readonly sessionId: string; readonly scopes: ReadonlyArray<string> } | undefined
+        // decisions §22.5: an OAuth request's passkey may have been asserted at sign-in, in this browser's flow (the
+        // interaction cookie binds it); only the sign-in sets fido_verified_at on a request that is still pending
+        const signInPasskey = request.oauth !== null && request.fidoVerifiedAt !== null
+        // decisions §20: the person's approval meets the developer's requirements (a passkey, the principal signed in through SSO)
+        const allowed = yield* gate.check("consent.approve", {
+          developerId: request.developerId, agentId: request.agentId, principalId: request.principalId, scopes: request.scopes,
+          ...(request.oauth !== null
+            ? { oauth: { resourceServerId: request.oauth.resourceServerId, resource: request.oauth.resource, clientOrigin: request.oauth.clientOrigin } }
+            : {}),
+          approval: (requirement) =>
+            Effect.gen(function*() {
+              // the sign-in's passkey counts where one is required (then the approval is "passkey"), not otherwise
+              const fidoVerified = options.fidoVerified || (requirement.passkey && signInPasskey)
+              if (requirement.passkey && !fidoVerified) {
+                return yield* Effect.fail(new FidoRequired({ message: "This developer requires approval with a passkey" }))
+              }
+              if (requirement.sso) sso = yield* ssoBinding(request, yield* options.sso)
+              // a passkey approval stays "passkey" even when SSO was also required
+              return fidoVerified ? "passkey" as const : sso !== undefined ? "sso" as const : "consent" as const
+            })
+        })
+        return yield* approveInTransaction(request, ms, allowed, options.fidoVerified, sso, options.language)
+      }))
 
     const denyRequest: AuthorizationService["denyRequest"] = (id) =>
       sql.withTransaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
         yield* sql`UPDATE auth_requests SET status = 'denied', decided_at = ${new Date(ms)} WHERE id = ${id}`.pipe(Effect.orDie)
+        if (request.oauth !== null) {
+          yield* audit.append({
+            developerId: request.developerId, action: "service.oauth.authorization_denied", agentId: request.agentId, principalId: request.principalId,
+            metadata: { resourceServerId: request.oauth.resourceServerId, clientId: request.oauth.clientId }
+          })
+        }
         return { redirectUri: request.redirectUri, state: request.state }
       })).pipe(Effect.catchTag("SqlError", Effect.die))
 
@@ -319,8 +289,15 @@ export const AuthorizationServiceLive = Layer.effect(
                             WHERE developer_id = ${developerId} AND principal_id = ${principalId} AND status = 'pending'
                             RETURNING id`).pipe(Effect.map((rows) => rows.map((r) => r.id)), Effect.orDie)
 
-    return { authorize, consent, getPendingRequest, approveRequest, denyRequest, exchangeCode, refresh, denyPendingForPrincipal }
+    const approveAllowed: AuthorizationService["approveAllowed"] = (id, allowed) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const request = (yield* loadRequest(id, true))!
+        return yield* approveInTransaction(request, ms, allowed, false)
+      })
+
+    return { authorize, consent, getPendingRequest, approveRequest, approveAllowed, denyRequest, exchangeCode, refresh, denyPendingForPrincipal }
   })
 )
 
-export const AuthorizationLive = AuthorizationServiceLive.pipe(Layer.provideMerge(Layer.mergeAll(AgentsLive, GrantsLive, DirectoryPrincipalsLive)))
+export const AuthorizationLive = AuthorizationServiceLive

@@ -8,17 +8,17 @@ import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { AnomalyCoreService } from "../anomalies/Core.ts"
-import type { EntitlementsService } from "../billing/Entitlements.ts"
 import type { CredentialsService } from "../credentials/Service.ts"
+import type { GateService } from "../gate/Gate.ts"
 import type { GrantRecord, GrantsService } from "../grants/Service.ts"
 import { InvalidGrant } from "../platform/Errors.ts"
 import { sha256Hex } from "../platform/Hash.ts"
 import { newId } from "../platform/Ids.ts"
 import type { MetricsService } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
-import type { PolicyEngineService } from "../policies/Service.ts"
-import { agentSuspended, type makeLookups, secret } from "./Lookups.ts"
-import type { AuthorizationService } from "./Service.ts"
+import type { makeLookups } from "./Lookups.ts"
+import { secret } from "./Lookups.ts"
+import type { AuthorizationService } from "./Types.ts"
 
 /** Grant tokens from /v1/token and refresh live at most this long (never past the grant). */
 export const ACCESS_TOKEN_TTL_MS = 60 * 60 * 1000
@@ -28,14 +28,13 @@ const invalidGrant = (message: string) => new InvalidGrant({ message: message })
 /** The code and refresh exchanges of one authorization service, from its dependencies. */
 export const makeTokens = (deps: {
   readonly sql: SqlClient.SqlClient
-  readonly metrics: MetricsService | undefined
-  readonly anomalies: AnomalyCoreService | undefined
+  readonly metrics: MetricsService
+  readonly anomalies: AnomalyCoreService
   readonly grants: GrantsService
   readonly credentials: CredentialsService
-  readonly entitlements: EntitlementsService
-  readonly policyEngine: PolicyEngineService
-} & ReturnType<typeof makeLookups>) => {
-  const { sql, metrics, anomalies, grants, credentials, entitlements, policyEngine, loadRequest, agentIsActive } = deps
+  readonly gate: GateService
+} & Pick<ReturnType<typeof makeLookups>, "loadRequest">) => {
+  const { sql, metrics, anomalies, grants, credentials, gate, loadRequest } = deps
 
   /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
   const issueTokens = (grant: GrantRecord, ms: number, bdg?: number) =>
@@ -65,7 +64,7 @@ export const makeTokens = (deps: {
 
   /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
   const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
-    metrics?.inc("replays_total", { kind: replay.kind })
+    metrics.inc("replays_total", { kind: replay.kind })
     return Effect.logWarning(replay.kind === "code" ? "authorization code replayed; grant revoked" : "refresh token replayed; grant revoked").pipe(
       Effect.annotateLogs({ developerId, agentId: replay.agentId, grantId: replay.grantId, grantsRevoked: replay.revoked })
     )
@@ -79,26 +78,24 @@ export const makeTokens = (deps: {
       }
       // decisions §18: the credential asked for is checked before the code is spent
       const wanted = yield* credentials.parseRequest(input)
-      // decisions §16: the monthly token-exchange quota (refresh is never checked)
-      yield* entitlements.admit(developer, "token_exchanges")
-      // A replay revokes the grant and must commit even though the request fails.
-      const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+      // A replay revokes the grant and must commit even though the request fails (an outcome, not a failure);
+      // the gate's refusals fail and roll everything back, the code stays unused.
+      const outcome = yield* gate.transaction(Effect.gen(function*() {
         const ms = yield* nowMillis
+        // decisions §22.5: an OAuth code is redeemed only at its issuer's token endpoint
         const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
           SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
-          WHERE code_hash = ${sha256Hex(input.code)} FOR UPDATE`
+          WHERE code_hash = ${sha256Hex(input.code)} AND NOT oauth FOR UPDATE`
         const code = rows[0]
         if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
         if (code.usedAt !== null) {
           // A replayed code means someone else may hold it: the grant issued from it is revoked.
           const revoked = yield* grants.revoke(developer.id, code.grantId)
-          if (anomalies !== undefined) yield* anomalies.replay(developer.id, code.agentId, code.grantId, "code", revoked?.length ?? 0)
+          yield* anomalies.replay(developer.id, code.agentId, code.grantId, "code", revoked?.length ?? 0)
           return { error: "Authorization code already used; the grant issued from it has been revoked", replay: { kind: "code", grantId: code.grantId, agentId: code.agentId, revoked: revoked?.length ?? 0 } } as const
         }
         if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
         if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
-        // a suspended (or deleted) agent gets no tokens; the code stays unused for when it is active again
-        if (!(yield* agentIsActive(developer.id, code.agentId))) return { suspended: true } as const
         const request = (yield* loadRequest(code.authRequestId))!
         if (request.codeChallenge !== null) {
           if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
@@ -108,17 +105,25 @@ export const makeTokens = (deps: {
             return { error: "codeVerifier does not match the code challenge" } as const
           }
         }
-        yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
         const grant = yield* grants.find(developer.id, code.grantId)
         if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+          yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
           return { error: "The grant is no longer active" } as const
         }
+        // decisions §20: a suspended agent gets no tokens (the code stays unused for when it is active
+        // again), nor an inactive principal; policies; one unit of the monthly token-exchange quota
+        yield* gate.check("code.exchange", {
+          developerId: developer.id, agentId: grant.agentId, principalId: grant.principalId, scopes: grant.scopes,
+          grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }, meter: "token_exchanges"
+        })
+        yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
         const tokens = yield* issueTokens(grant, ms)
         // decisions §18: issued in the token's transaction; a failure issues nothing
         const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
         return { tokens: { ...tokens, ...issued } } as const
-      })).pipe(Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const)), Effect.orDie)
-      if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+      }).pipe(Effect.catchTag("SqlError", Effect.die))).pipe(
+        Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const))
+      )
       if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
       if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
       return outcome.tokens
@@ -126,34 +131,36 @@ export const makeTokens = (deps: {
 
   const refresh: AuthorizationService["refresh"] = (developer, input) =>
     Effect.gen(function*() {
-      // A reuse revokes the grant and must commit even though the request fails.
-      const outcome = yield* sql.withTransaction(Effect.gen(function*() {
+      // A reuse revokes the grant and must commit even though the request fails (an outcome, not a failure).
+      const outcome = yield* gate.transaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         const rows = yield* sql<{ id: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
           SELECT id, grant_id, developer_id, agent_id, expires_at, used_at FROM refresh_tokens
-          WHERE token_hash = ${sha256Hex(input.refreshToken)} FOR UPDATE`
+          WHERE token_hash = ${sha256Hex(input.refreshToken)} AND NOT oauth FOR UPDATE`
         const token = rows[0]
         if (token === undefined || token.developerId !== developer.id) return { error: "Unknown refresh token" } as const
         if (token.usedAt !== null) {
           const revoked = yield* grants.revoke(developer.id, token.grantId)
-          if (anomalies !== undefined) yield* anomalies.replay(developer.id, token.agentId, token.grantId, "refresh_token", revoked?.length ?? 0)
+          yield* anomalies.replay(developer.id, token.agentId, token.grantId, "refresh_token", revoked?.length ?? 0)
           return { error: "Refresh token already used; the grant has been revoked", replay: { kind: "refresh_token", grantId: token.grantId, agentId: token.agentId, revoked: revoked?.length ?? 0 } } as const
         }
         if (token.agentId !== input.agentId) return { error: "Refresh token was issued to another agent" } as const
         if (token.expiresAt.getTime() <= ms) return { error: "Refresh token expired" } as const
-        if (!(yield* agentIsActive(developer.id, token.agentId))) return { suspended: true } as const
-        // decisions §13: a policy deny answers INVALID_GRANT and leaves the refresh token unused
-        const denied = yield* policyEngine.refreshDenied(developer.id, token.grantId)
-        if (denied !== undefined) return { error: denied } as const
-        yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
         const grant = yield* grants.find(developer.id, token.grantId)
         if (grant === undefined || grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
+          yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
           return { error: "The grant is no longer active" } as const
         }
+        // decisions §20 (refresh is never blocked by a quota); §13: a policy deny answers INVALID_GRANT,
+        // and nothing of a refusal stays: the refresh token is not used up
+        yield* gate.check("token.refresh", {
+          developerId: developer.id, agentId: grant.agentId, principalId: grant.principalId, scopes: grant.scopes,
+          grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }
+        }).pipe(Effect.catchTag("PolicyDenied", (denied) => Effect.fail(invalidGrant(denied.message))))
+        yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
         const bdg = yield* remainingBudget(grant.id)
         return { tokens: yield* issueTokens(grant, ms, bdg) } as const
-      })).pipe(Effect.orDie)
-      if ("suspended" in outcome) return yield* Effect.fail(agentSuspended())
+      }).pipe(Effect.catchTag("SqlError", Effect.die)))
       if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
       if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))
       return outcome.tokens

@@ -3,6 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors, ServiceUnavailable } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { BILLING_DOCS, BILLING_PROVIDER_DOCS } from "./Docs.ts"
 
 const Limits = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Number) })
 
@@ -20,7 +22,11 @@ const Line = Schema.Struct({
   meter: Schema.NullOr(Schema.String),
   quantity: Schema.Number,
   unitPrice: Schema.Number,
-  amount: Schema.Number
+  amount: Schema.Number,
+  /** the plan in force during the part of the period this line prices (decisions §16, revised) */
+  plan: Schema.String,
+  periodStart: Schema.String,
+  periodEnd: Schema.String
 })
 
 export const InvoiceView = Schema.Struct({
@@ -40,6 +46,8 @@ export const InvoiceView = Schema.Struct({
 const Counts = {
   tokenExchanges: Schema.Number,
   authorizations: Schema.Number,
+  /** token checks (POST /v1/tokens/verify), counted live: an estimate (decisions §16) */
+  verifications: Schema.Number,
   vaultExchanges: Schema.Number,
   offlineEntries: Schema.Number,
   totalRequests: Schema.Number
@@ -55,7 +63,13 @@ export class BillingApi extends HttpApiGroup.make("billing")
       limits: Limits,
       usage: Schema.Record({
         key: Schema.String,
-        value: Schema.Struct({ used: Schema.Number, limit: Schema.NullOr(Schema.Number), pct: Schema.NullOr(Schema.Number) })
+        value: Schema.Struct({
+          used: Schema.Number,
+          limit: Schema.NullOr(Schema.Number),
+          pct: Schema.NullOr(Schema.Number),
+          /** true for a meter counted live (verifications), which a crash can undercount */
+          estimated: Schema.optional(Schema.Boolean)
+        })
       }),
       periodStart: Schema.String,
       periodEnd: Schema.String
@@ -125,6 +139,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(BILLING_DOCS))
 {}
 
 /** The payment provider's webhook: no API key; verified by the provider adapter once there is one. */
@@ -138,4 +153,5 @@ export class BillingProviderApi extends HttpApiGroup.make("billingProvider")
       .addError(ServiceUnavailable)
   )
   .addError(PublicRouteErrors)
+  .pipe(documented(BILLING_PROVIDER_DOCS))
 {}

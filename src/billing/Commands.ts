@@ -1,12 +1,10 @@
 /** Operator commands of billing (decisions §16): close a month, mark an invoice paid. */
 import { Effect } from "effect"
-import type { AppConfig } from "../Config.ts"
+import type { OperatorCommand as Command } from "../platform/OperatorCommand.ts"
 import { EventsLive } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { closePeriod, markPaid, previousPeriodStart } from "./Invoices.ts"
 import { parsePeriod } from "./Plans.ts"
-
-type Command = (args: ReadonlyArray<string>, config: AppConfig) => Effect.Effect<string, Error, any>
 
 const closePeriodCommand: Command = (args) =>
   Effect.gen(function*() {
@@ -27,6 +25,10 @@ const closePeriodCommand: Command = (args) =>
       case "already-closed": return `${outcome.period} was already closed: ${outcome.invoices} invoice(s)`
       case "busy": return yield* Effect.fail(new Error(`${outcome.period} is being closed by another instance; run again to see the result`))
       case "not-ended": return yield* Effect.fail(new Error(`${outcome.period} has not ended yet; only a month that has ended can be closed`))
+      case "failed":
+        return yield* Effect.fail(new Error(
+          `${outcome.period} could not be closed (${outcome.invoices} invoice(s) issued so far; it stays open and is retried): ${outcome.errors.join("; ")}`
+        ))
     }
   })
 

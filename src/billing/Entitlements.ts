@@ -21,12 +21,13 @@ import { PlanLimitExceeded, QuotaExceeded } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { syncPlans } from "./Invoices.ts"
+import { LiveCountsLive } from "./LiveCounts.ts"
 import { countOne } from "./Meters.ts"
 import { type LimitName, type Plan, planOf, periodOf, QUOTA_OF } from "./Plans.ts"
 import { NoProviderLive } from "./Provider.ts"
 
 export type QuotaMeter = "authorizations" | "token_exchanges"
-export type CapName = "agents" | "webhooks" | "activeGrants" | "policies" | "ssoConnections"
+export type CapName = "agents" | "webhooks" | "activeGrants" | "policies" | "ssoConnections" | "resourceServers" | "oauthClients"
 
 export const QUOTA_RESYNC_MS = 60_000
 /** how long an instance trusts its count of a developer's active grants, below 90 % of the cap */
@@ -39,20 +40,35 @@ const LEASE_MS = 2_000
 
 /** rows that count against each cap; `$1` is the developer, `$2` now (typed where unused, so every query takes both) */
 export const CAP_SQL: Record<CapName, string> = {
-  agents: "SELECT count(*)::int AS n FROM agents WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  // clients that registered themselves (OAuth DCR or CIMD, decisions §22.3) are not the developer's agents: anyone
+  // may register one, so counting them would let strangers fill the developer's cap
+  agents: `SELECT count(*)::int AS n FROM agents a WHERE a.developer_id = $1 AND a.deleted_at IS NULL AND $2::timestamptz IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM oauth_clients c WHERE c.agent_id = a.id AND c.origin <> 'api')`,
   webhooks: "SELECT count(*)::int AS n FROM webhook_endpoints WHERE developer_id = $1 AND kind = 'endpoint' AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
   activeGrants: "SELECT count(*)::int AS n FROM grants WHERE developer_id = $1 AND status = 'active' AND expires_at > $2",
   policies: "SELECT count(*)::int AS n FROM policies WHERE developer_id = $1 AND $2::timestamptz IS NOT NULL",
   // checked by the SSO connections service itself, under the developer's row lock it already takes
-  ssoConnections: "SELECT count(*)::int AS n FROM sso_connections WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL"
+  ssoConnections: "SELECT count(*)::int AS n FROM sso_connections WHERE developer_id = $1 AND deleted_at IS NULL AND $2::timestamptz IS NOT NULL",
+  resourceServers: "SELECT count(*)::int AS n FROM resource_servers WHERE developer_id = $1 AND $2::timestamptz IS NOT NULL",
+  // decisions §22.3: the clients that registered themselves, which `agents` leaves out
+  oauthClients: `SELECT count(*)::int AS n FROM oauth_clients c JOIN agents a ON a.id = c.agent_id
+                   WHERE c.developer_id = $1 AND c.origin <> 'api' AND a.deleted_at IS NULL AND $2::timestamptz IS NOT NULL`
 }
 
-const CAP_WORDS: Record<CapName, string> = { agents: "agents", webhooks: "webhook endpoints", activeGrants: "active grants", policies: "policies", ssoConnections: "SSO connections" }
+const CAP_WORDS: Record<CapName, string> = {
+  agents: "agents", webhooks: "webhook endpoints", activeGrants: "active grants", policies: "policies", ssoConnections: "SSO connections",
+  resourceServers: "resource servers", oauthClients: "self-registered OAuth clients"
+}
 
 export interface EntitlementsService {
   readonly plan: (developer: Pick<Developer, "plan">) => Plan
-  /** the quota check of authorize and code exchange; never called on refresh */
-  readonly admit: (developer: Pick<Developer, "id" | "plan">, meter: QuotaMeter) => Effect.Effect<void, QuotaExceeded>
+  /**
+   * One unit of the monthly quota (authorize and code exchange; never refresh), taken inside the
+   * point's transaction (decisions §20): `giveBack` returns it when that transaction fails, and
+   * `notify` records a threshold crossed, once the transaction ended (a rolled-back one cannot lose
+   * it); `refusal` when the quota is used up.
+   */
+  readonly admit: (developer: Pick<Developer, "id" | "plan">, meter: QuotaMeter) => Effect.Effect<QuotaUnit>
   /**
    * For a cap on things made later from a request (active grants: a consent request or delegation
    * asks for one now, the grant is made at approval): refuses when the developer is at the cap.
@@ -67,6 +83,15 @@ export interface EntitlementsService {
     create: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E | PlanLimitExceeded, R>
 }
+
+export interface QuotaUnit {
+  readonly giveBack: Effect.Effect<void>
+  readonly notify: Effect.Effect<void>
+  /** the quota is used up (a plan that stops at 100 %): nothing was taken */
+  readonly refusal?: QuotaExceeded
+}
+
+const NOTHING: QuotaUnit = { giveBack: Effect.void, notify: Effect.void }
 
 export class Entitlements extends Context.Tag("agent-auth/Entitlements")<Entitlements, EntitlementsService>() {}
 
@@ -117,7 +142,7 @@ export const EntitlementsLive = Layer.effect(
         if (lease !== undefined) {
           if (lease.units > 0 && lease.until > realNow) {
             lease.units--
-            return { count: lease.top - lease.units, added: true }
+            return { count: lease.top - lease.units, added: true, stored: true }
           }
           leases.delete(key)
           if (lease.units > 0 && realNow < lease.keyExpiresAt - 500) refund(key, lease.units)
@@ -134,10 +159,10 @@ export const EntitlementsLive = Layer.effect(
             yield* counters.quotaSeed(key, yield* durable, QUOTA_RESYNC_MS, "nx")
             hit = yield* counters.quotaHit(key, ceiling, want)
           }
-          if (hit.missing) return { count: yield* durable, added: true }
+          if (hit.missing) return { count: yield* durable, added: true, stored: false }
           if (lastCount.size > 100_000) lastCount.clear()
           lastCount.set(key, hit.count)
-          if (hit.granted === 0) return { count: hit.count, added: false }
+          if (hit.granted === 0) return { count: hit.count, added: false, stored: false }
           const spare = hit.granted - 1
           if (spare > 0) {
             const until = Math.min(realNow + LEASE_MS, realNow + hit.ttlMs - 1_000)
@@ -151,13 +176,13 @@ export const EntitlementsLive = Layer.effect(
               leases.set(key, { units: spare, top: hit.count, until, keyExpiresAt: realNow + hit.ttlMs })
             } else refund(key, spare)
           }
-          return { count: hit.count - spare, added: true }
+          return { count: hit.count - spare, added: true, stored: true }
         })
         return yield* live.pipe(
           Effect.catchTag("CounterStoreUnavailable", () =>
             Effect.map(durable, (n) => {
               stale.add(key)
-              return n >= ceiling ? { count: n, added: false } : { count: n + 1, added: true }
+              return n >= ceiling ? { count: n, added: false, stored: false } : { count: n + 1, added: true, stored: false }
             }))
         )
       })
@@ -166,7 +191,7 @@ export const EntitlementsLive = Layer.effect(
       Effect.gen(function*() {
         const p = plan(developer)
         const limit = p.limits[QUOTA_OF[meter]!]
-        if (limit === null) return
+        if (limit === null) return NOTHING
         const blocks = p.overage[meter] === undefined
         const ms = yield* nowMillis
         const period = periodOf(ms)
@@ -178,14 +203,21 @@ export const EntitlementsLive = Layer.effect(
         // a paid plan is never blocked: its counter only has to notice the thresholds
         const ceiling = blocks ? limit : Number.MAX_SAFE_INTEGER
         const result = yield* take(key, ceiling, durable)
-        if (result.count >= Math.ceil(limit * 0.8)) yield* threshold(developer.id, meter, period.start, period.label, 80)
-        if (result.count >= limit) yield* threshold(developer.id, meter, period.start, period.label, 100)
+        const notify = Effect.all([
+          result.count >= Math.ceil(limit * 0.8) ? threshold(developer.id, meter, period.start, period.label, 80) : Effect.void,
+          result.count >= limit ? threshold(developer.id, meter, period.start, period.label, 100) : Effect.void
+        ], { discard: true })
         if (!result.added) {
           const what = meter === "authorizations" ? "authorizations" : "token exchanges"
-          return yield* Effect.fail(new QuotaExceeded({
-            message: `The ${p.name} plan includes ${limit} ${what} a month; the quota for ${period.label} is used up`
-          }))
+          return {
+            giveBack: Effect.void,
+            notify,
+            refusal: new QuotaExceeded({ message: `The ${p.name} plan includes ${limit} ${what} a month; the quota for ${period.label} is used up` })
+          }
         }
+        // a unit counted by the store goes back to it; one the database counted (store down) is the rolled-back row itself
+        const giveBack = result.stored ? counters.quotaSeed(key, 1, 0, "refund").pipe(Effect.ignore) : Effect.void
+        return { giveBack, notify }
       })
 
     const withinCap: EntitlementsService["withinCap"] = (developer, cap, create) => {
@@ -234,6 +266,7 @@ export const EntitlementsLive = Layer.effect(
 /** Billing's services: entitlements, the (empty) provider port, and the configured plans written to `plans`. */
 export const BillingLive = Layer.mergeAll(
   EntitlementsLive,
+  LiveCountsLive,
   NoProviderLive,
   Layer.effectDiscard(Effect.flatMap(Config, (config) => syncPlans(config.plans)).pipe(Effect.orDie))
 )

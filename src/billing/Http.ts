@@ -9,8 +9,9 @@ import { encodeCursor, pageParams } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { CAP_SQL, Entitlements } from "./Entitlements.ts"
 import { readInvoices } from "./Invoices.ts"
+import { LiveCounts } from "./LiveCounts.ts"
 import { daily, measure, emptyUsage } from "./Meters.ts"
-import { LIMIT_NAMES, type Plan, parsePeriod, periodOf } from "./Plans.ts"
+import { LIMIT_NAMES, type LimitName, type Meter, METERS, type Plan, parsePeriod, periodOf, QUOTA_OF } from "./Plans.ts"
 import { Provider } from "./Provider.ts"
 
 const notConfigured = () => new ServiceUnavailable({ message: "Billing provider not configured" })
@@ -36,12 +37,16 @@ const planView = (p: Plan) => ({
 
 const DAY_MS = 86_400_000
 
+/** the plan limit that bounds a meter: its monthly quota, or the cap on what it counts the peak of */
+const METER_LIMIT: Partial<Record<Meter, LimitName>> = { ...QUOTA_OF, active_agents: "agents", active_grants: "activeGrants" }
+
 export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
   Effect.gen(function*() {
     const config = yield* Config
     const sql = yield* SqlClient.SqlClient
     const entitlements = yield* Entitlements
     const provider = yield* Provider
+    const liveCounts = yield* LiveCounts
     const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
       effect.pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.catchTag("SqlError" as any, Effect.die)) as Effect.Effect<A, Exclude<E, { _tag: "SqlError" }>>
     return handlers
@@ -61,12 +66,19 @@ export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
             const [row] = yield* run(sql.unsafe<{ n: number }>(text, [developer.id, new Date(ms)] as any))
             used[name] = row?.n ?? 0
           }
-          const usage: Record<string, { used: number; limit: number | null; pct: number | null }> = {}
+          const usage: Record<string, { used: number; limit: number | null; pct: number | null; estimated?: boolean }> = {}
+          const entry = (n: number, limit: number | null) =>
+            ({ used: n, limit, pct: limit === null ? null : limit === 0 ? 100 : Math.round((n / limit) * 10000) / 100 })
           for (const name of LIMIT_NAMES) {
-            if (used[name] === undefined) continue
-            const limit = plan.limits[name]
-            usage[name] = { used: used[name]!, limit, pct: limit === null ? null : limit === 0 ? 100 : Math.round((used[name]! / limit) * 10000) / 100 }
+            if (used[name] !== undefined) usage[name] = entry(used[name]!, plan.limits[name])
           }
+          // every meter of the period by its own name (decisions §16), with the limit that bounds it if any
+          for (const meter of METERS) {
+            const limit = METER_LIMIT[meter]
+            usage[meter] = entry(metered[meter], limit === undefined ? null : plan.limits[limit])
+          }
+          const verified = yield* liveCounts.daily(developer.id, "verifications", period.start, period.end)
+          usage.verifications = { ...entry([...verified.values()].reduce((a, b) => a + b, 0), null), estimated: true }
           return { plan: plan.code, limits: { ...plan.limits }, usage, periodStart: period.start.toISOString(), periodEnd: period.end.toISOString() }
         }))
       .handle("subscription", () =>
@@ -126,15 +138,18 @@ export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
           const ms = yield* nowMillis
           const start = new Date(Math.floor(ms / DAY_MS) * DAY_MS)
           const day = start.toISOString().slice(0, 10)
-          const counts = (yield* run(daily(developer.id, start, new Date(start.getTime() + DAY_MS)))).get(day)
+          const end = new Date(start.getTime() + DAY_MS)
+          const counts = (yield* run(daily(developer.id, start, end))).get(day)
+          const verifications = (yield* liveCounts.daily(developer.id, "verifications", start, end)).get(day) ?? 0
           return {
             developerId: developer.id,
             period: day,
             tokenExchanges: counts?.tokenExchanges ?? 0,
             authorizations: counts?.authorizations ?? 0,
+            verifications,
             vaultExchanges: counts?.vaultExchanges ?? 0,
             offlineEntries: counts?.offlineEntries ?? 0,
-            totalRequests: counts?.totalRequests ?? 0
+            totalRequests: (counts?.totalRequests ?? 0) + verifications
           }
         }))
       .handle("usageHistory", ({ urlParams }) =>
@@ -149,17 +164,20 @@ export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
           const end = new Date(Math.floor(ms / DAY_MS) * DAY_MS + DAY_MS)
           const start = new Date(end.getTime() - days * DAY_MS)
           const counts = yield* run(daily(developer.id, start, end))
+          const verified = yield* liveCounts.daily(developer.id, "verifications", start, end)
           const entries = []
           for (let t = end.getTime() - DAY_MS; t >= start.getTime(); t -= DAY_MS) {
             const date = new Date(t).toISOString().slice(0, 10)
             const c = counts.get(date)
+            const verifications = verified.get(date) ?? 0
             entries.push({
               date,
               tokenExchanges: c?.tokenExchanges ?? 0,
               authorizations: c?.authorizations ?? 0,
+              verifications,
               vaultExchanges: c?.vaultExchanges ?? 0,
               offlineEntries: c?.offlineEntries ?? 0,
-              totalRequests: c?.totalRequests ?? 0
+              totalRequests: (c?.totalRequests ?? 0) + verifications
             })
           }
           return { developerId: developer.id, days, entries }
@@ -170,12 +188,13 @@ export const BillingHttp = HttpApiBuilder.group(Api, "billing", (handlers) =>
           const period = urlParams.period === undefined ? periodOf(yield* nowMillis) : parsePeriod(urlParams.period)
           if (period === undefined) return yield* Effect.fail(new BadRequest({ message: "period must look like YYYY-MM" }))
           const usage = (yield* run(measure(period.start, period.end, developer.id))).get(developer.id) ?? emptyUsage()
+          const verified = yield* liveCounts.daily(developer.id, "verifications", period.start, period.end)
           return {
             developerId: developer.id,
             period: period.label,
             periodStart: period.start.toISOString(),
             periodEnd: period.end.toISOString(),
-            meters: { ...usage }
+            meters: { ...usage, verifications: [...verified.values()].reduce((a, b) => a + b, 0) }
           }
         }))
   }))

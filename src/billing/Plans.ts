@@ -13,7 +13,10 @@ export const LIMIT_NAMES = [
   "scimTokens",
   "ssoConnections",
   "authorizationsPerMonth",
-  "tokenExchangesPerMonth"
+  "tokenExchangesPerMonth",
+  // decisions §22.2, §22.3: resource servers, and OAuth clients that registered themselves (DCR, CIMD)
+  "resourceServers",
+  "oauthClients"
 ] as const
 export type LimitName = typeof LIMIT_NAMES[number]
 
@@ -48,15 +51,15 @@ export type Plans = Readonly<Record<string, Plan>>
 const limits = (values: ReadonlyArray<number | null>): Record<LimitName, number | null> =>
   Object.fromEntries(LIMIT_NAMES.map((name, i) => [name, values[i] ?? null])) as Record<LimitName, number | null>
 
-/** agents, webhooks, activeGrants, policies, scimTokens, ssoConnections, authorizations/month, exchanges/month */
+/** agents, webhooks, activeGrants, policies, scimTokens, ssoConnections, authorizations/month, exchanges/month, resourceServers, oauthClients */
 export const DEFAULT_PLANS: Plans = {
   free: {
     code: "free", name: "Free", currency: "USD", monthlyFee: "0", overage: {},
-    limits: limits([500, 30, 1_000, 50, null, null, 50_000, 50_000])
+    limits: limits([500, 30, 1_000, 50, null, null, 50_000, 50_000, 5, 1_000])
   },
   pro: {
     code: "pro", name: "Pro", currency: "USD", monthlyFee: "49", overage: { authorizations: "0.5", token_exchanges: "0.1" },
-    limits: limits([5_000, 200, 50_000, 500, null, null, 5_000_000, 5_000_000])
+    limits: limits([5_000, 200, 50_000, 500, null, null, 5_000_000, 5_000_000, 100, 50_000])
   },
   enterprise: {
     code: "enterprise", name: "Enterprise", currency: "USD", monthlyFee: "499", overage: {},

@@ -6,6 +6,8 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, BreachClosed, InvalidTransition, NotFound, ReportIncomplete } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { BREACHES_DOCS } from "./Docs.ts"
 
 const Nullable = Schema.NullOr(Schema.String)
 
@@ -120,4 +122,5 @@ export class BreachesApi extends HttpApiGroup.make("breaches")
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(BREACHES_DOCS))
 {}

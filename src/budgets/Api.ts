@@ -11,7 +11,7 @@
  * | debit | 404 | NOT_FOUND | no allocation for a grant of this developer |
  * | debit | 409 | GRANT_NOT_ACTIVE | the grant is revoked or expired |
  * | balance, transactions | 404 | NOT_FOUND | no allocation for a grant of this developer |
- * | transactions | 400 | BAD_REQUEST | malformed cursor or limit |
+ * | transactions, allocations | 400 | BAD_REQUEST | malformed cursor or limit |
  * | all | 401 | UNAUTHORIZED | invalid or missing API key |
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
@@ -21,6 +21,8 @@ import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, GrantNotActive, In
 import { LimitParam } from "../platform/Pagination.ts"
 import { amountProblem } from "./Amount.ts"
 import { BoundedMetadata } from "../platform/Metadata.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { BUDGETS_DOCS } from "./Docs.ts"
 
 const Amount = Schema.Number.pipe(
   Schema.filter((n) => amountProblem(n) ?? true),
@@ -96,6 +98,13 @@ export class BudgetsApi extends HttpApiGroup.make("budgets")
       .addError(BadRequest)
       .addError(NotFound)
   )
+  .add(
+    HttpApiEndpoint.get("allocations", "/v1/budget/allocations")
+      .setUrlParams(Schema.Struct({ cursor: Schema.optional(Schema.String), limit: LimitParam }))
+      .addSuccess(Schema.Struct({ allocations: Schema.Array(BudgetAllocation), nextCursor: Schema.NullOr(Schema.String) }))
+      .addError(BadRequest)
+  )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(BUDGETS_DOCS))
 {}

@@ -9,11 +9,11 @@
  */
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { Grants, GrantsLive } from "../grants/Service.ts"
+import { Grants } from "../grants/Service.ts"
 import { BadRequest, Conflict, GrantNotActive, InsufficientBudget, NotFound } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
-import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
+import { type CursorPosition, decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { amountText, toNumber, toUnits } from "./Amount.ts"
 
@@ -96,6 +96,11 @@ export interface BudgetsService {
     grantId: string,
     page: { readonly cursor?: string; readonly limit?: string }
   ) => Effect.Effect<{ transactions: Array<ReturnType<typeof transactionView>>; nextCursor: string | null }, NotFound | BadRequest>
+  /** every allocation of the developer, newest first, a page at a time */
+  readonly allocations: (
+    developerId: string,
+    page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
+  ) => Effect.Effect<{ allocations: Array<ReturnType<typeof allocationView>>; nextCursor: string | null }>
   /** remaining budget of a grant (a number), or undefined without an allocation: the `bdg` claim */
   readonly remaining: (grantId: string) => Effect.Effect<number | undefined>
 }
@@ -213,15 +218,31 @@ export const BudgetsServiceLive = Layer.effect(
         return { transactions: items.map(transactionView), nextCursor }
       })
 
+    const allocations: BudgetsService["allocations"] = (developerId, page) =>
+      sql.unsafe<AllocationRow>(
+        `SELECT ${ALLOCATION_COLUMNS} FROM budget_allocations
+          WHERE developer_id = $1 ${page.cursor ? "AND (created_at, id) < ($3::timestamptz, $4)" : ""}
+          ORDER BY created_at DESC, id DESC
+          LIMIT $2`,
+        page.cursor ? [developerId, page.limit + 1, page.cursor.createdAt, page.cursor.id] : [developerId, page.limit + 1]
+      ).pipe(
+        Effect.map((rows) => {
+          const { page: items, nextCursor } = toPage(rows, page.limit)
+          return { allocations: items.map(allocationView), nextCursor }
+        }),
+        Effect.orDie
+      )
+
     const remaining: BudgetsService["remaining"] = (grantId) =>
       sql<{ remainingBudget: string }>`SELECT remaining_budget::text AS remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`.pipe(
         Effect.map((rows) => rows[0] === undefined ? undefined : toNumber(rows[0].remainingBudget)),
         Effect.orDie
       )
 
-    return { allocate, debit, balance, transactions, remaining }
+    return { allocate, debit, balance, transactions, allocations, remaining }
   })
 )
 
 /** The capability's services, provided to its handlers and to other capabilities. */
-export const BudgetsLive = BudgetsServiceLive.pipe(Layer.provide(GrantsLive))
+/** needs Grants, composed in src/Server.ts */
+export const BudgetsLive = BudgetsServiceLive

@@ -3,6 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, ExportNotReady, ExportTooLarge, Gone, NotFound, RateLimited } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { COMPLIANCE_DOCS } from "./Docs.ts"
 
 const Opt = Schema.optional(Schema.String)
 const Count4 = (a: string, b: string, c: string, d: string) =>
@@ -21,8 +23,29 @@ export const SummaryView = Schema.Struct({
   breaches: Schema.Struct({ open: Schema.Number, overdue: Schema.Number }),
   consentBundles: Schema.Struct({ active: Schema.Number, revoked: Schema.Number }),
   directory: Schema.Struct({ users: Schema.Number, deprovisioned: Schema.Number }),
-  anomalies: Schema.Struct({ open: Schema.Number })
+  anomalies: Schema.Struct({ open: Schema.Number }),
+  // decisions §21
+  dpdp: Schema.Struct({
+    consentRecords: Schema.Struct({ active: Schema.Number, withdrawn: Schema.Number, expired: Schema.Number, erased: Schema.Number }),
+    grievances: Schema.Struct({ open: Schema.Number, overdue: Schema.Number }),
+    erasures: Schema.Struct({ processing: Schema.Number, completed: Schema.Number })
+  })
 })
+
+/** a finished NDJSON/CSV export's proof (§15, revised); on a job's view once it is complete */
+const ProofFields = {
+  exportId: Schema.optional(Schema.String),
+  issuer: Schema.optional(Schema.String),
+  developerId: Schema.optional(Schema.String),
+  generatedAt: Schema.optional(Schema.String),
+  since: Schema.optional(Schema.NullOr(Schema.String)),
+  until: Schema.optional(Schema.NullOr(Schema.String)),
+  filters: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  anchor: Schema.optional(Schema.NullOr(Schema.String)),
+  rows: Schema.optional(Schema.Number),
+  lastHash: Schema.optional(Schema.NullOr(Schema.String)),
+  kid: Schema.optional(Schema.String)
+}
 
 export const JobView = Schema.Struct({
   id: Schema.String,
@@ -36,7 +59,8 @@ export const JobView = Schema.Struct({
   createdAt: Schema.String,
   completedAt: Schema.NullOr(Schema.String),
   expiresAt: Schema.NullOr(Schema.String),
-  error: Schema.NullOr(Schema.String)
+  error: Schema.NullOr(Schema.String),
+  ...ProofFields
 })
 
 const PageCommon = {
@@ -56,13 +80,13 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
   )
   .add(
     HttpApiEndpoint.get("exportGrants", "/v1/compliance/export/grants")
-      .setUrlParams(Schema.Struct({ since: Opt, until: Opt, status: Opt, format: Opt, cursor: Opt, limit: Opt }))
+      .setUrlParams(Schema.Struct({ since: Opt, until: Opt, status: Opt, format: Opt, cursor: Opt, limit: Opt, envelope: Opt }))
       .addSuccess(Schema.Struct({ ...PageCommon, grants: Schema.Array(Json) }))
       .addError(BadRequest)
   )
   .add(
     HttpApiEndpoint.get("exportAudit", "/v1/compliance/export/audit")
-      .setUrlParams(Schema.Struct({ since: Opt, until: Opt, agentId: Opt, status: Opt, action: Opt, format: Opt, cursor: Opt, limit: Opt }))
+      .setUrlParams(Schema.Struct({ since: Opt, until: Opt, agentId: Opt, status: Opt, action: Opt, format: Opt, cursor: Opt, limit: Opt, envelope: Opt }))
       .addSuccess(Schema.Struct({ ...PageCommon, entries: Schema.Array(Json), anchor: Schema.NullOr(Schema.String), contiguous: Schema.Boolean }))
       .addError(BadRequest)
   )
@@ -99,7 +123,9 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
   .add(
     HttpApiEndpoint.get("downloadJob", "/v1/compliance/exports/:id/download")
       .setPath(Schema.Struct({ id: Schema.String }))
+      .setUrlParams(Schema.Struct({ envelope: Opt }))
       .addSuccess(Schema.Unknown)
+      .addError(BadRequest)
       .addError(NotFound)
       .addError(ExportNotReady)
       .addError(Gone)
@@ -129,4 +155,5 @@ export class ComplianceApi extends HttpApiGroup.make("compliance")
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(COMPLIANCE_DOCS))
 {}

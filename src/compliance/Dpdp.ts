@@ -46,9 +46,10 @@ export const dpdpRowCount = (svc: ComplianceService, developerId: string, p: Dpd
     if (p.includeConsentRecords) {
       const params: Array<unknown> = [developerId, new Date(p.dateFrom), new Date(p.dateTo)]
       if (p.dataPrincipalId !== null) params.push(p.dataPrincipalId)
+      // decisions §21: the consent records themselves (dpdp_consent_records), by their creation time
       const [r] = yield* svc.repo.q<{ n: string }>(
-        `SELECT count(*) AS n FROM grants WHERE developer_id = $1 AND issued_at >= $2 AND issued_at <= $3
-         ${p.dataPrincipalId !== null ? "AND principal_id = $4" : ""}`, params)
+        `SELECT count(*) AS n FROM dpdp_consent_records WHERE developer_id = $1 AND created_at >= $2 AND created_at <= $3
+         ${p.dataPrincipalId !== null ? "AND (data_principal_id = $4 OR grant_principal_id = $4)" : ""}`, params)
       total += Number(r!.n)
     }
     return total
@@ -92,20 +93,30 @@ export const dpdpStream = (
         )
       )
     const consent = list("consentRecords", undefined as { c: Date; id: string } | undefined, (after) => {
+      // decisions §21: from dpdp_consent_records (published fields plus grantIds, consentNoticeVersion, erasedAt)
       const params: Array<unknown> = [developerId, from, to]
-      let where = "developer_id = $1 AND issued_at >= $2 AND issued_at <= $3"
-      if (p.dataPrincipalId !== null) { params.push(p.dataPrincipalId); where += ` AND principal_id = $${params.length}` }
-      if (after) { params.push(after.c, after.id); where += ` AND (created_at, id) > ($${params.length - 1}, $${params.length})` }
-      return svc.repo.q<any>(`SELECT id, principal_id, scopes, status, issued_at, expires_at, revoked_at, created_at FROM grants
-                              WHERE ${where} ORDER BY created_at, id LIMIT ${PAGE}`, params).pipe(Effect.map((rows) => rows.map((g) => ({
-        key: { c: g.createdAt, id: g.id },
-        row: {
-          id: g.id, grantId: g.id, dataPrincipalId: g.principalId, purposes: g.scopes, scopes: g.scopes,
-          status: g.status === "revoked" ? "withdrawn" : g.expiresAt.getTime() <= ms ? "expired" : "active",
-          consentGivenAt: g.issuedAt.toISOString(), processingExpiresAt: g.expiresAt.toISOString(),
-          withdrawnAt: g.revokedAt === null ? null : g.revokedAt.toISOString(), erasedAt: null
-        }
-      }))))
+      let where = "r.developer_id = $1 AND r.created_at >= $2 AND r.created_at <= $3"
+      if (p.dataPrincipalId !== null) {
+        params.push(p.dataPrincipalId)
+        where += ` AND (r.data_principal_id = $${params.length} OR r.grant_principal_id = $${params.length})`
+      }
+      if (after) { params.push(after.c, after.id); where += ` AND (r.created_at, r.id) > ($${params.length - 1}, $${params.length})` }
+      return svc.repo.q<any>(`SELECT r.id, r.grant_id, r.data_principal_id, r.purposes, r.scopes, r.status, r.consent_notice_id,
+                                     r.consent_notice_version, r.consent_given_at, r.processing_expires_at, r.withdrawn_at, r.created_at,
+                                     ARRAY(SELECT c.grant_id FROM dpdp_consent_record_grants c WHERE c.record_id = r.id ORDER BY c.grant_id) AS grant_ids
+                              FROM dpdp_consent_records r WHERE ${where} ORDER BY r.created_at, r.id LIMIT ${PAGE}`, params).pipe(
+        Effect.map((rows) => rows.map((r) => ({
+          key: { c: r.createdAt, id: r.id },
+          row: {
+            id: r.id, recordId: r.id, grantId: r.grantId, grantIds: r.grantIds, dataPrincipalId: r.dataPrincipalId,
+            purposes: r.purposes, scopes: r.scopes, consentNoticeId: r.consentNoticeId, consentNoticeVersion: r.consentNoticeVersion,
+            status: r.status === "active" && r.processingExpiresAt.getTime() <= ms ? "expired" : r.status,
+            consentGivenAt: r.consentGivenAt.toISOString(), processingExpiresAt: r.processingExpiresAt.toISOString(),
+            withdrawnAt: r.withdrawnAt === null ? null : r.withdrawnAt.toISOString(),
+            // the record keeps no erasure time of its own: erased records are marked by their status
+            erasedAt: null
+          }
+        }))))
     }, "consentRecords")
     const actions = list("auditLog", 0, (after: number) => {
       const params: Array<unknown> = [developerId, from, to, after]
@@ -120,7 +131,20 @@ export const dpdpStream = (
     const parts: Array<Stream.Stream<Uint8Array>> = [Stream.sync(() => out(JSON.stringify(head).slice(0, -1)))]
     if (p.includeConsentRecords) parts.push(consent)
     if (p.includeActionLog) parts.push(actions)
-    if (p.type === "dpdp-audit") parts.push(Stream.sync(() => out(`,"grievances":[]`)))
+    // decisions §21: the developer's grievances (no description, evidence or resolution text)
+    if (p.type === "dpdp-audit") {
+      parts.push(Stream.fromEffect(Effect.gen(function*() {
+        const params: Array<unknown> = [developerId, from, to]
+        let where = "developer_id = $1 AND created_at >= $2 AND created_at <= $3"
+        if (p.dataPrincipalId !== null) { params.push(p.dataPrincipalId); where += ` AND data_principal_id = $${params.length}` }
+        const rows = yield* svc.repo.q<any>(`SELECT id, reference_number, type, status, created_at, resolved_at FROM dpdp_grievances
+                                             WHERE ${where} ORDER BY created_at, id`, params)
+        return out(`,"grievances":${JSON.stringify(rows.map((g) => ({
+          id: g.id, reference_number: g.referenceNumber, type: g.type, status: g.status, created_at: g.createdAt.toISOString(),
+          resolved_at: g.resolvedAt === null ? null : g.resolvedAt.toISOString()
+        })))}`)
+      })))
+    }
     parts.push(Stream.fromEffect(Effect.gen(function*() {
       const tail = out(`,"truncated":false,"auditLogLimit":null}`)
       const sha256 = hash.digest("hex")

@@ -1,33 +1,39 @@
 /**
- * The file layouts of streamed exports (decisions §15), shared by the server and the verifier.
+ * The layouts of streamed exports (decisions §15, revised), shared by the server and the verifier.
  *
- * NDJSON: line 1 `{"export":{…header}}`, one line per row, last line `{"exportEnd":{…trailer}}`.
- * CSV: line 1 `# export {…header}`, the column names, one record per row, last line
- * `# end {…trailer}` (read back with csv-parse's `comment: "#"`; an empty unquoted cell is null).
+ * A streamed body holds only data, so any reader takes it unchanged: NDJSON is one row per line;
+ * CSV is RFC 4180 (CRLF), the column names first, then one record per row (an empty unquoted cell is null).
+ * The proof travels beside the body: `Export-Id` / `Export-Anchor` headers, and once the stream has
+ * ended the detached proof at GET /v1/compliance/exports/:exportId. Its `sha256` covers the body's
+ * bytes exactly and its `signature` is a detached compact JWS (RS256, the grant-token key) whose
+ * payload is `proofPayload(proof)`, so the body, the proof and the public JWKS are all an auditor needs.
  *
- * The trailer's `sha256` covers every byte before the trailer line, and its `signature` is a compact
- * JWS (RS256, the grant-token key) over the canonical JSON of `signedTrailer(...)`, so the file
- * alone and the public JWKS prove who produced it and that not one byte changed. The digest has to
- * travel in the file: a streamed response sends its headers before the last row is read.
+ * `?envelope=true` keeps the one-file form: a first line carrying `ExportStart`, the same body, and
+ * a last line carrying the proof (`{"export":…}` / `{"exportEnd":…}` in NDJSON, `# export …` /
+ * `# end …` in CSV). The envelope lines are outside the digest; the signed proof names every fact
+ * they state.
  */
 import { stringify } from "csv-stringify/sync"
-import { canonicalJson } from "../platform/AuditChain.ts"
+import { canonicalJson } from "../platform/AuditHash.ts"
 
 export type StreamFormat = "ndjson" | "csv"
 export type ExportKind = "audit" | "grants"
 
 export const AUDIT_COLUMNS = [
   "seq", "entryId", "agentId", "agentDid", "grantId", "principalId", "developerId", "action", "metadata", "status",
-  "timestamp", "prevHash", "hash"
+  "timestamp", "prevHash", "hash",
+  // decisions §21: hash version 2
+  "hashVersion", "piiSalt", "principalDigest", "metadataDigest", "erased"
 ] as const
 export const GRANT_COLUMNS = [
   "grantId", "agentId", "principalId", "developerId", "scopes", "status", "issuedAt", "expiresAt", "revokedAt",
   "delegationDepth"
 ] as const
 /** columns a CSV cell may leave empty for null */
-export const NULLABLE = new Set(["agentId", "agentDid", "grantId", "principalId", "prevHash", "revokedAt"])
+export const NULLABLE = new Set(["agentId", "agentDid", "grantId", "principalId", "prevHash", "revokedAt", "piiSalt", "principalDigest", "metadataDigest"])
 
-export interface ExportHeader {
+/** What is known when an export starts (the envelope's first line; every field is also in the proof). */
+export interface ExportStart {
   readonly exportId: string
   readonly kind: ExportKind
   readonly format: StreamFormat
@@ -37,19 +43,44 @@ export interface ExportHeader {
   readonly since: string | null
   readonly until: string | null
   readonly filters: Record<string, string>
-  /** audit only: true when every entry of the range is in the file, so the links can be checked */
-  readonly contiguous?: boolean
-  /** audit only: the hash of the entry before the first one in range (null at the chain's start) */
-  readonly anchor?: string | null
+  /** audit: the hash of the entry before the window's first (null at the chain's start); grants: null */
+  readonly anchor: string | null
 }
 
-export interface ExportTrailer {
+/** The detached proof (GET /v1/compliance/exports/:exportId, the envelope's last line). */
+export interface ExportProof extends ExportStart {
+  readonly status: "complete"
   readonly rows: number
+  /** hex SHA-256 of the body's bytes */
   readonly sha256: string
-  /** audit only: the hash of the last entry in range */
-  readonly lastHash?: string | null
+  /** audit: the hash of the last entry exported (the anchor when a contiguous export is empty); grants: null */
+  readonly lastHash: string | null
   readonly kid: string
   readonly signature: string
+}
+
+export const PROOF_FIELDS = [
+  "exportId", "kind", "format", "status", "issuer", "developerId", "generatedAt", "since", "until", "filters", "anchor", "rows",
+  "sha256", "lastHash", "kid"
+] as const
+
+/** An unfiltered audit export holds every entry of its range, so its links can be checked from the anchor. */
+export const isContiguous = (p: Pick<ExportStart, "kind" | "filters">) => p.kind === "audit" && Object.keys(p.filters).length === 0
+
+/** What the detached JWS signs: the proof's canonical JSON without its signature (extra fields ignored). */
+export const proofPayload = (proof: Omit<ExportProof, "signature"> | Record<string, unknown>): string =>
+  canonicalJson(Object.fromEntries(PROOF_FIELDS.map((f) => [f, (proof as any)[f] ?? null])))
+
+/** `header.payload.signature` → `header..signature` (RFC 7515 appendix F) */
+export const detach = (jws: string) => {
+  const [h, , s] = jws.split(".")
+  return `${h}..${s}`
+}
+/** puts the payload back into a detached JWS */
+export const attach = (detached: string, payload: string) => {
+  const [h, p, s] = detached.split(".")
+  if (h === undefined || s === undefined || p !== "") throw new Error("not a detached compact JWS")
+  return `${h}.${Buffer.from(payload, "utf8").toString("base64url")}.${s}`
 }
 
 export interface AuditRow {
@@ -66,6 +97,11 @@ export interface AuditRow {
   readonly timestamp: string
   readonly prevHash: string | null
   readonly hash: string
+  readonly hashVersion: number
+  readonly piiSalt: string | null
+  readonly principalDigest: string | null
+  readonly metadataDigest: string | null
+  readonly erased: boolean
 }
 
 export interface GrantRow {
@@ -81,34 +117,30 @@ export interface GrantRow {
   readonly delegationDepth: number
 }
 
-/** What the trailer's JWS signs: everything an auditor needs to trust the file's bytes. */
-export const signedTrailer = (header: ExportHeader, rows: number, sha256: string, lastHash: string | null | undefined) =>
-  canonicalJson({
-    typ: "service-export",
-    exportId: header.exportId,
-    kind: header.kind,
-    format: header.format,
-    issuer: header.issuer,
-    developerId: header.developerId,
-    rows,
-    sha256,
-    lastHash: lastHash ?? null
-  })
+export const columnsOf = (kind: ExportKind) => kind === "audit" ? AUDIT_COLUMNS : GRANT_COLUMNS
 
-const columnsOf = (kind: ExportKind) => kind === "audit" ? AUDIT_COLUMNS : GRANT_COLUMNS
+/**
+ * A spreadsheet runs a cell starting with = + - @ tab or CR as a formula: such a cell is written
+ * with a leading `'`. A value that itself starts with `'` gets one more, so `unneutralise` is exact
+ * and the verifier recomputes every hash from what it reads.
+ */
+const RISKY = /^[=+\-@\t\r']/
+export const neutralise = (value: string) => RISKY.test(value) ? `'${value}` : value
+export const unneutralise = (value: string) => value.startsWith("'") ? value.slice(1) : value
 
-export const headerText = (header: ExportHeader): string =>
-  header.format === "ndjson"
-    ? `${JSON.stringify({ export: header })}\n`
-    : `# export ${JSON.stringify(header)}\n${stringify([[...columnsOf(header.kind)]])}`
+const cell = (column: string, value: unknown): unknown => {
+  const text = column === "metadata" ? canonicalJson(value) : column === "scopes" ? JSON.stringify(value)
+    : column === "erased" || column === "hashVersion" ? String(value) : value
+  return typeof text === "string" ? neutralise(text) : text
+}
 
-export const trailerText = (format: StreamFormat, trailer: ExportTrailer): string =>
-  format === "ndjson" ? `${JSON.stringify({ exportEnd: trailer })}\n` : `# end ${JSON.stringify(trailer)}\n`
+/** RFC 4180: records end with CRLF */
+const CSV_OPTIONS = { record_delimiter: "windows" } as const
 
-const cell = (column: string, value: unknown): unknown =>
-  column === "metadata" ? canonicalJson(value) : column === "scopes" ? JSON.stringify(value) : value
+/** The CSV body's first record: the column names. */
+export const csvHeaderRow = (kind: ExportKind) => stringify([[...columnsOf(kind)]], CSV_OPTIONS)
 
-/** One page of rows as text; a field that could start a comment line is quoted. */
+/** One page of rows as text; a field that could start an envelope comment line (`#`) is quoted. */
 export const rowsText = (kind: ExportKind, format: StreamFormat, rows: ReadonlyArray<AuditRow | GrantRow>): string => {
   if (rows.length === 0) return ""
   if (format === "ndjson") {
@@ -117,8 +149,21 @@ export const rowsText = (kind: ExportKind, format: StreamFormat, rows: ReadonlyA
     return out
   }
   const columns = columnsOf(kind)
-  return stringify(rows.map((row) => columns.map((c) => cell(c, (row as any)[c]))), { quoted_match: /^#/ })
+  return stringify(rows.map((row) => columns.map((c) => cell(c, (row as any)[c]))), { ...CSV_OPTIONS, quoted_match: /^#/ })
 }
+
+/** the envelope's first line */
+export const envelopeHead = (start: ExportStart): string =>
+  start.format === "ndjson" ? `${JSON.stringify({ export: start })}\n` : `# export ${JSON.stringify(start)}\n`
+
+/** the envelope's last line */
+export const envelopeEnd = (proof: ExportProof): string =>
+  proof.format === "ndjson" ? `${JSON.stringify({ exportEnd: proof })}\n` : `# end ${JSON.stringify(proof)}\n`
+
+export const startOf = (proof: ExportProof): ExportStart => ({
+  exportId: proof.exportId, kind: proof.kind, format: proof.format, issuer: proof.issuer, developerId: proof.developerId,
+  generatedAt: proof.generatedAt, since: proof.since, until: proof.until, filters: proof.filters, anchor: proof.anchor
+})
 
 export const contentType = (format: StreamFormat) =>
   format === "ndjson" ? "application/x-ndjson" : "text/csv; charset=utf-8"

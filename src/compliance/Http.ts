@@ -1,4 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { Effect, Stream } from "effect"
 import { Api } from "../Api.ts"
 import { canonicalJson } from "../platform/AuditChain.ts"
@@ -7,11 +8,11 @@ import { BadRequest, Gone, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { dpdpRowCount, dpdpStream, INLINE_MAX_ROWS, type DpdpParams } from "./Dpdp.ts"
-import { contentType, type StreamFormat } from "./Format.ts"
-import { createJob, getJob, jobFile, jobView, RETENTION_MS } from "./Jobs.ts"
+import { contentType, envelopeEnd, envelopeHead, type ExportProof, type ExportStart, startOf, type StreamFormat } from "./Format.ts"
+import { createJob, getJob, jobFile, type JobParams, jobView, RETENTION_MS } from "./Jobs.ts"
 import { checkInlineSize, packStream } from "./Pack.ts"
 import { decodePageCursor, encodePageCursor, exportLimit, iso, oneOf, parseWindow } from "./Params.ts"
-import { Compliance, digestOf } from "./Service.ts"
+import { Compliance, type ComplianceService, digestOf } from "./Service.ts"
 import { summaryOf } from "./Summary.ts"
 
 const FORMATS = ["json", "ndjson", "csv"] as const
@@ -19,11 +20,53 @@ const AUDIT_STATUSES = ["success", "failure", "blocked"] as const
 const GRANT_STATUSES = ["active", "revoked", "expired"] as const
 const FRAMEWORKS = ["soc2", "gdpr", "dpdp", "all"] as const
 
-const streamed = (stream: Stream.Stream<Uint8Array>, format: StreamFormat, name: string) =>
-  HttpServerResponse.stream(stream, {
-    contentType: contentType(format),
-    headers: { "content-disposition": `attachment; filename="${name}.${format}"`, "cache-control": "no-store" }
-  })
+const BOOLEANS = ["true", "false"] as const
+
+/** the proof's facts known before the first byte: `Export-Id`, and for audit `Export-Anchor` (empty at the chain's start) */
+const startHeaders = (start: ExportStart): Record<string, string> => ({
+  "export-id": start.exportId,
+  ...(start.kind === "audit" ? { "export-anchor": start.anchor ?? "" } : {})
+})
+
+/**
+ * A streamed NDJSON/CSV export. Bun's server has no way to send HTTP trailers, so the digest and
+ * signature come from GET /v1/compliance/exports/:exportId once the body has ended (the proof is
+ * stored before the last byte is sent).
+ */
+const streamed = (
+  svc: ComplianceService,
+  developerId: string,
+  kind: "audit" | "grants",
+  format: StreamFormat,
+  query: Parameters<ComplianceService["openExport"]>[3],
+  envelope: boolean
+) =>
+  Effect.map(svc.openExport(developerId, kind, format, query, { envelope, recordStart: true }), ({ start, stream }) =>
+    HttpServerResponse.stream(stream, {
+      contentType: contentType(format),
+      headers: {
+        "content-disposition": `attachment; filename="${kind}-export.${format}"`,
+        "cache-control": "no-store",
+        ...startHeaders(start)
+      }
+    }))
+
+/** GET /v1/compliance/exports/:id: a job (with its proof once complete), or the proof of a streamed export */
+const exportView = (row: any, stored: { proof: ExportProof; storedAt: Date } | undefined, nowMs: number) => {
+  const proof = stored?.proof
+  const proofFields = proof === undefined ? {} : {
+    exportId: proof.exportId, issuer: proof.issuer, developerId: proof.developerId, generatedAt: proof.generatedAt, since: proof.since,
+    until: proof.until, filters: proof.filters, anchor: proof.anchor, rows: proof.rows, lastHash: proof.lastHash, kid: proof.kid
+  }
+  if (row !== undefined) return { ...jobView(row, nowMs), ...proofFields }
+  const p = proof!
+  return {
+    id: p.exportId, kind: p.kind, format: p.format, status: p.status, rowCounts: { [p.kind === "audit" ? "entries" : "grants"]: p.rows },
+    sha256: p.sha256, signature: p.signature, bytes: null, createdAt: p.generatedAt, completedAt: stored!.storedAt.toISOString(),
+    expiresAt: null, error: null,
+    ...proofFields
+  }
+}
 
 const isAuditCursor = (v: any): v is { a: number; l: number; t: number; c: boolean; f: string } =>
   v !== null && typeof v === "object" && [v.a, v.l, v.t].every((n) => Number.isSafeInteger(n) && n >= 0) && typeof v.c === "boolean" &&
@@ -35,6 +78,7 @@ const isGrantCursor = (v: any): v is { c: string; id: string; t: number } =>
 export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers) =>
   Effect.gen(function*() {
     const svc = yield* Compliance
+    const sql = yield* SqlClient.SqlClient
     const repo = svc.repo
 
     /** a JSON page is signed like a file: a JWS over the digest of its canonical JSON without `signature` */
@@ -61,10 +105,8 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const format = (yield* oneOf("format", urlParams.format, FORMATS, "json"))!
           const status = yield* oneOf("status", urlParams.status, AUDIT_STATUSES)
           const filters = { agentId: urlParams.agentId, status, action: urlParams.action }
-          if (format !== "json") {
-            const stream = svc.exportStream(developer.id, "audit", format, { ...window, ...filters })
-            return streamed(stream, format, "audit-export") as any
-          }
+          const envelope = (yield* oneOf("envelope", urlParams.envelope, BOOLEANS, "false")) === "true"
+          if (format !== "json") return (yield* streamed(svc, developer.id, "audit", format, { ...window, ...filters }, envelope)) as any
           const limit = yield* exportLimit(urlParams.limit)
           let cursor = yield* decodePageCursor(urlParams.cursor, isAuditCursor)
           // a cursor belongs to the filters it was made with (the anchor of a page depends on them)
@@ -97,9 +139,8 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const window = yield* parseWindow(urlParams.since, urlParams.until)
           const format = (yield* oneOf("format", urlParams.format, FORMATS, "json"))!
           const status = yield* oneOf("status", urlParams.status, GRANT_STATUSES)
-          if (format !== "json") {
-            return streamed(svc.exportStream(developer.id, "grants", format, { ...window, status }), format, "grants-export") as any
-          }
+          const envelope = (yield* oneOf("envelope", urlParams.envelope, BOOLEANS, "false")) === "true"
+          if (format !== "json") return (yield* streamed(svc, developer.id, "grants", format, { ...window, status }, envelope)) as any
           const limit = yield* exportLimit(urlParams.limit)
           const cursor = yield* decodePageCursor(urlParams.cursor, isGrantCursor)
           const ms = yield* nowMillis
@@ -120,7 +161,7 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const framework = (yield* oneOf("framework", urlParams.framework, FRAMEWORKS, "all"))!
           yield* checkInlineSize(svc, developer.id, window)
           const exportId = newId("cexp", yield* nowMillis)
-          return HttpServerResponse.stream(packStream(svc, developer, window, framework, exportId), {
+          return HttpServerResponse.stream(packStream(svc, developer, window, framework, exportId, undefined, true), {
             contentType: "application/json",
             headers: { "cache-control": "no-store" }
           }) as any
@@ -152,28 +193,51 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
             const status = yield* oneOf("status", payload.status, GRANT_STATUSES)
             if (status !== undefined) filters.status = status
           }
-          return yield* createJob(developer.id, payload.kind, format, {
-            since: iso(window.since), until: iso(window.until), ...(pack ? { framework: payload.framework ?? "all" } : { filters })
-          })
+          const params = { since: iso(window.since), until: iso(window.until), ...(pack ? { framework: payload.framework ?? "all" } : { filters }) }
+          // the job and its start entry commit together (the run records only the end); every run reads
+          // the chain as it stood before that entry, so a re-run after a crash exports the same rows
+          const job = yield* sql.withTransaction(Effect.gen(function*() {
+            const [head] = yield* repo.q<{ seq: string }>(`SELECT seq FROM audit_heads WHERE developer_id = $1`, [developer.id])
+            const jobParams: JobParams & { readonly atSeq: number } = { ...params, atSeq: Number(head?.seq ?? 0) }
+            const created = yield* createJob(developer.id, payload.kind, format, jobParams)
+            yield* svc.recordExport(developer.id, { exportId: created.id, kind: payload.kind, format, stage: "started", ...params })
+            return created
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          yield* svc.nudge // again, now that the job is committed
+          return job
         }))
       .handle("getJob", ({ path }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
-          const row = yield* getJob(developer.id, path.id)
-          return jobView(row, yield* nowMillis)
+          const [row] = yield* repo.q(`SELECT * FROM compliance_exports WHERE id = $1 AND developer_id = $2`, [path.id, developer.id])
+          const proof = row === undefined || row.status === "complete" ? yield* svc.proofOf(developer.id, path.id) : undefined
+          if (row === undefined && proof === undefined) return yield* Effect.fail(new NotFound({ message: "Export not found" }))
+          return exportView(row, proof, yield* nowMillis) as any
         }))
-      .handle("downloadJob", ({ path }) =>
+      .handle("downloadJob", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const developer = yield* CurrentDeveloper
+          const envelope = (yield* oneOf("envelope", urlParams.envelope, BOOLEANS, "false")) === "true"
           const { view, stream } = yield* jobFile(developer.id, path.id)
           const format = view.format as "json" | StreamFormat
-          return HttpServerResponse.stream(stream, {
+          const proof = format === "json" ? undefined : (yield* svc.proofOf(developer.id, view.id))?.proof
+          if (envelope && proof === undefined) {
+            return yield* Effect.fail(new BadRequest({ message: "Only an NDJSON or CSV export has an envelope form" }))
+          }
+          // the stored body is rows only; the envelope wraps it in the proof's first and last lines
+          const head = envelope ? Buffer.from(envelopeHead(startOf(proof!)), "utf8") : undefined
+          const end = envelope ? Buffer.from(envelopeEnd(proof!), "utf8") : undefined
+          const body = head === undefined ? stream : Stream.concat(Stream.concat(Stream.make(head as Uint8Array), stream), Stream.make(end! as Uint8Array))
+          return HttpServerResponse.stream(body, {
             contentType: format === "json" ? "application/json" : contentType(format),
             headers: {
               "content-disposition": `attachment; filename="${view.id}.${format}"`,
-              "content-digest": `sha-256=:${Buffer.from(view.sha256!, "hex").toString("base64")}:`,
-              "content-length": String(view.bytes ?? 0),
-              "cache-control": "no-store"
+              "content-length": String((view.bytes ?? 0) + (head?.length ?? 0) + (end?.length ?? 0)),
+              "cache-control": "no-store",
+              // the digest of the stored body; an envelope's lines lie outside it, so it then goes unsent
+              ...(envelope ? {} : { "content-digest": `sha-256=:${Buffer.from(view.sha256!, "hex").toString("base64")}:` }),
+              // the whole proof is known before the first byte: the download verifies from its headers alone
+              ...(proof === undefined ? {} : { ...startHeaders(proof), "export-proof": Buffer.from(JSON.stringify(proof)).toString("base64url") })
             }
           }) as any
         }))
@@ -193,13 +257,14 @@ export const ComplianceHttp = HttpApiBuilder.group(Api, "compliance", (handlers)
           const ms = yield* nowMillis
           const base = { type: params.type, format: "json", truncated: false, auditLogLimit: null, dataPrincipalId: params.dataPrincipalId }
           if (count > INLINE_MAX_ROWS) {
-            const job = yield* createJob(developer.id, "dpdp", "json", { since: params.dateFrom, until: params.dateTo, dpdp: params })
+            // decisions §21: a DPDP export's id is exp_ (GET /v1/compliance/exports/:id reads it like a cexp_ one)
+            const job = yield* createJob(developer.id, "dpdp", "json", { since: params.dateFrom, until: params.dateTo, dpdp: params }, newId("exp", ms))
             return HttpServerResponse.unsafeJson({
               exportId: job.id, ...base, status: "pending", recordCount: count, data: null, expiresAt: null,
               createdAt: new Date(ms).toISOString(), statusUrl: `/v1/compliance/exports/${job.id}`
             }, { status: 202 }) as any
           }
-          const exportId = newId("cexp", ms)
+          const exportId = newId("exp", ms)
           let result = { sha256: "", rows: {} as Record<string, number>, signature: "" }
           const parts = yield* Stream.runCollect(dpdpStream(svc, developer.id, params, exportId, (r) => Effect.sync(() => { result = r })))
           const bytes = Buffer.concat([...parts])

@@ -3,11 +3,13 @@
  * JSON (sorted keys, no spaces), so the bytes in the file are the bytes its manifest digest covers,
  * and the audit entries are checked (hash and link, from the anchor) as they pass. The manifest
  * lists every section (meta and chainIntegrity too, so the anchor and the issuer are signed), and
- * `signature` is a compact JWS whose payload is the manifest's canonical JSON.
+ * `signature` is a compact JWS whose payload is the manifest's canonical JSON. `policies` is
+ * `{ rules, cedar }`: the rules as the API shows them and the active Cedar set with its text (or null);
+ * its manifest `rows` counts the rules and the set.
  */
 import { Chunk, Effect, Option, Stream } from "effect"
 import { createHash } from "node:crypto"
-import { canonicalJson, entryHash } from "../platform/AuditChain.ts"
+import { canonicalJson, checkEntry } from "../platform/AuditChain.ts"
 import { ExportTooLarge } from "../platform/Errors.ts"
 import { nowMillis } from "../platform/Time.ts"
 import type { AuditRow } from "./Format.ts"
@@ -38,12 +40,16 @@ export const packStream = (
   window: Window,
   framework: Framework,
   exportId: string,
-  onDone?: (result: { sha256: string; rows: Record<string, number>; signature: string }) => Effect.Effect<void>
+  onDone?: (result: { sha256: string; rows: Record<string, number>; signature: string }) => Effect.Effect<void>,
+  /** inline packs: the start goes on the chain here (a job's was written when it was created) */
+  recordStart = false
 ): Stream.Stream<Uint8Array> =>
   Stream.unwrap(Effect.gen(function*() {
     const repo = svc.repo
     const ms = yield* nowMillis
-    const range = yield* repo.auditRange(developer.id, window.since, window.until)
+    // a job reads the chain as it stood when it was requested (its start entry lies after it)
+    const atSeq = recordStart ? undefined : yield* repo.jobAtSeq(exportId)
+    const range = yield* repo.auditRange(developer.id, window.since, window.until, atSeq)
     const files: Array<{ name: string; sha256: string; rows: number }> = []
     const whole = createHash("sha256")
     const out = (text: string): Uint8Array => {
@@ -85,7 +91,10 @@ export const packStream = (
       framework, issuer: svc.issuer, exportId, developerId: developer.id
     }
     const summary = yield* summaryOf(svc, developer, window, ms)
-    const policies = yield* svc.policies(developer.id)
+    // the rules and the active Cedar set (id, version, digest and text): everything that decided
+    const rules = yield* svc.policies(developer.id)
+    const cedar = yield* svc.activeCedar(developer.id)
+    const policies = { rules, cedar }
     const breachParams: Array<unknown> = [developer.id]
     let breachWhere = ""
     if (window.since !== undefined) { breachParams.push(window.since); breachWhere += ` AND created_at >= $${breachParams.length}` }
@@ -109,7 +118,7 @@ export const packStream = (
       for (const e of rows) {
         if (!integrity.valid) return
         const { seq, entryId, hash, ...fields } = e
-        if (seq !== integrity.lastSeq + 1 || e.prevHash !== integrity.prev || entryHash({ id: entryId, ...fields }) !== hash) {
+        if (seq !== integrity.lastSeq + 1 || e.prevHash !== integrity.prev || !checkEntry({ id: entryId, hash, ...fields }).ok) {
           integrity.valid = false
           integrity.firstBrokenAt = entryId
           return
@@ -120,11 +129,18 @@ export const packStream = (
       }
     }
 
+    // on the chain before the first byte (after the range was read), so a client that goes away is still on record
+    if (recordStart) {
+      yield* svc.recordExport(developer.id, {
+        exportId, kind: "evidence-pack", format: "json", stage: "started", framework, since: meta.since, until: meta.until
+      })
+    }
+
     const head = Stream.sync(() =>
       Buffer.concat([
         section("meta", meta, 1, true),
         section("summary", summary, 1),
-        section("policies", policies, policies.length),
+        section("policies", policies, rules.length + (cedar === null ? 0 : 1)),
         section("breaches", breaches, breaches.length)
       ]) as Uint8Array)
     const grants = arraySection("grants", undefined as { createdAt: Date; id: string } | undefined, (after) =>
@@ -150,7 +166,7 @@ export const packStream = (
       const rest = out(`,"manifest":${canonicalJson(manifest)},"signature":${JSON.stringify(signature)}}`)
       const rows = Object.fromEntries(files.map((f) => [f.name, f.rows]))
       const sha256 = whole.digest("hex")
-      yield* svc.recordExport(developer.id, { exportId, kind: "evidence-pack", format: "json", framework, rows, sha256 })
+      yield* svc.recordExport(developer.id, { exportId, kind: "evidence-pack", format: "json", stage: "completed", framework, rows, sha256 })
       if (onDone) yield* onDone({ sha256, rows, signature })
       return Buffer.concat([integrityBytes, rest]) as Uint8Array
     }))

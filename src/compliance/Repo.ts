@@ -33,7 +33,7 @@ export interface AuditRange {
 }
 
 const AUDIT_COLUMNS = `seq, id AS entry_id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, status,
-  timestamp, prev_hash, hash`
+  timestamp, prev_hash, hash, hash_version, pii_salt, principal_digest, metadata_digest, erased_at IS NOT NULL AS erased`
 
 const toAuditRow = (r: any): AuditRow => ({
   seq: Number(r.seq),
@@ -48,7 +48,12 @@ const toAuditRow = (r: any): AuditRow => ({
   status: r.status,
   timestamp: r.timestamp,
   prevHash: r.prevHash,
-  hash: r.hash
+  hash: r.hash,
+  hashVersion: Number(r.hashVersion),
+  piiSalt: r.piiSalt,
+  principalDigest: r.principalDigest,
+  metadataDigest: r.metadataDigest,
+  erased: r.erased === true
 })
 
 export const grantStatus = (r: { status: string; expiresAt: Date }, nowMs: number) =>
@@ -78,9 +83,10 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
    * The seqs of the window's first and last entries (by time, through the list index; entries of
    * one millisecond are told apart by seq, not by their random id part), capped at
    * the head read first, so entries appended while the export runs (its own audit entry too) lie
-   * outside it; and the anchor, the hash of the entry before the first.
+   * outside it; and the anchor, the hash of the entry before the first. A job passes `atSeq`, the
+   * head when it was requested, so every run of it (a re-run after a crash too) reads the same range.
    */
-  const auditRange = (developerId: string, since: Date | undefined, until: Date | undefined) =>
+  const auditRange = (developerId: string, since: Date | undefined, until: Date | undefined, atSeq?: number) =>
     Effect.gen(function*() {
       const [head] = yield* q<{ seq: string; hash: string | null }>(`SELECT seq, hash FROM audit_heads WHERE developer_id = $1`, [developerId])
       const headSeq = head === undefined ? 0 : Number(head.seq)
@@ -99,6 +105,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
              (SELECT created_at FROM audit_log WHERE developer_id = $1 AND created_at <= $2 ORDER BY created_at DESC LIMIT 1)`, [developerId, until])
         last = row?.seq == null ? 0 : Math.min(Number(row.seq), headSeq)
       }
+      if (atSeq !== undefined) last = Math.min(last, atSeq)
       let anchor: string | null = null
       if (first > 1) {
         const [row] = yield* q<{ hash: string }>(`SELECT hash FROM audit_log WHERE developer_id = $1 AND seq = $2`, [developerId, first - 1])
@@ -106,6 +113,11 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
       }
       return { first, last, anchor, headSeq, headHash } satisfies AuditRange
     })
+
+  /** the chain's head when a job was requested (its params' `atSeq`; undefined for jobs made before it was kept) */
+  const jobAtSeq = (exportId: string) =>
+    Effect.map(q<{ at: string | null }>(`SELECT params->>'atSeq' AS at FROM compliance_exports WHERE id = $1`, [exportId]),
+      ([row]) => row?.at == null ? undefined : Number(row.at))
 
   /** the next page after `afterSeq` up to `lastSeq`, in chain order */
   const auditPage = (developerId: string, afterSeq: number, lastSeq: number, filters: AuditFilters, limit = PAGE) => {
@@ -141,7 +153,9 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
              string_agg(line || E'\n', '' ORDER BY seq) AS text
       FROM (SELECT seq, hash, json_build_object('seq', seq, 'entryId', id, 'agentId', agent_id, 'agentDid', agent_did,
               'grantId', grant_id, 'principalId', principal_id, 'developerId', developer_id, 'action', action, 'metadata', metadata,
-              'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash)::text AS line
+              'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash, 'hashVersion', hash_version,
+              'piiSalt', pii_salt, 'principalDigest', principal_digest, 'metadataDigest', metadata_digest,
+              'erased', erased_at IS NOT NULL)::text AS line
             FROM audit_log WHERE ${where} ORDER BY seq LIMIT $${params.length}) page`, params).pipe(
       Effect.map(([r]) => ({ rows: Number(r!.n), lastSeq: Number(r!.lastSeq ?? 0), lastHash: r!.lastHash, text: r!.text ?? "" }))
     )
@@ -193,7 +207,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     return q<{ n: string }>(`SELECT count(*) AS n FROM grants WHERE ${where}`, params).pipe(Effect.map(([r]) => Number(r!.n)))
   }
 
-  return { q, auditRange, auditPage, auditNdjsonPage, auditCount, grantPage, grantCount }
+  return { q, auditRange, jobAtSeq, auditPage, auditNdjsonPage, auditCount, grantPage, grantCount }
 }
 
 export type Repo = ReturnType<typeof makeRepo>

@@ -2,9 +2,13 @@
  * Compliance exports (decisions §15): streamed audit and grant exports (NDJSON, CSV), their JSON
  * pages, the summary, and the signer every export shares. Streams read keyset pages (Repo.ts) and
  * hash as they write, so memory stays at one page and the first byte does not wait for the last row.
- * Every export is written to the audit chain as `service.compliance.exported` with its digest.
+ * A streamed body holds only rows; its detached proof is stored when the stream ends (Format.ts).
+ * Every export is written to the audit chain as `service.compliance.exported` twice: when it starts
+ * (what and with which filters, so a client that goes away is still on record) and, with its digest,
+ * when it ends.
  */
 import { DirectoryPrincipals } from "../directory/Principals.ts"
+import { makeRepo as makePolicyRepo } from "../policies/Repo.ts"
 import { ruleView } from "../policies/Rules.ts"
 import { PolicyEngine } from "../policies/Service.ts"
 import { SqlClient } from "@effect/sql"
@@ -17,8 +21,8 @@ import { newId } from "../platform/Ids.ts"
 import { Keys } from "../platform/Keys.ts"
 import { nowMillis } from "../platform/Time.ts"
 import {
-  type AuditRow, type ExportHeader, type ExportKind, type GrantRow, headerText, rowsText, signedTrailer, type StreamFormat,
-  trailerText
+  type AuditRow, csvHeaderRow, detach, envelopeEnd, envelopeHead, type ExportKind, type ExportProof, type ExportStart, type GrantRow,
+  isContiguous, proofPayload, rowsText, type StreamFormat
 } from "./Format.ts"
 import { iso } from "./Params.ts"
 import { type AuditFilters, makeRepo, NDJSON_PAGE, PAGE, type Repo } from "./Repo.ts"
@@ -26,6 +30,8 @@ import { type AuditFilters, makeRepo, NDJSON_PAGE, PAGE, type Repo } from "./Rep
 export interface AuditQuery extends AuditFilters {
   readonly since?: Date | undefined
   readonly until?: Date | undefined
+  /** the last seq a job reads (the head when it was requested) */
+  readonly atSeq?: number | undefined
 }
 export interface GrantQuery {
   readonly since?: Date | undefined
@@ -49,6 +55,32 @@ export interface ExportResult {
   readonly signature: string
 }
 
+/** The active Cedar set as the evidence pack shows it (§15: its id, version, digest and text). */
+export interface CedarSetView {
+  readonly bundleId: string
+  readonly version: string
+  readonly sha256: string
+  readonly policyCount: number
+  readonly createdAt: string
+  readonly text: string
+}
+
+export interface ExportOptions {
+  readonly exportId?: string | undefined
+  /** the one-file form: a first line with the start, a last line with the proof */
+  readonly envelope?: boolean | undefined
+  /** write the start entry (inline exports; a job's was written when it was created) */
+  readonly recordStart?: boolean | undefined
+  /** sees the digest, row count and signature once the proof is stored */
+  readonly onDone?: ((result: ExportResult) => Effect.Effect<void>) | undefined
+}
+
+/** an export ready to stream: what its response headers carry, and its bytes */
+export interface OpenedExport {
+  readonly start: ExportStart
+  readonly stream: Stream.Stream<Uint8Array>
+}
+
 export interface ComplianceService {
   readonly repo: Repo
   readonly issuer: string
@@ -58,9 +90,21 @@ export interface ComplianceService {
   readonly recordExport: (developerId: string, metadata: Record<string, unknown>) => Effect.Effect<void>
   /** the developer's policy rules (as the API shows them), read through the policy engine */
   readonly policies: (developerId: string) => Effect.Effect<ReadonlyArray<ReturnType<typeof ruleView>>>
+  /** the developer's active Cedar set, or null */
+  readonly activeCedar: (developerId: string) => Effect.Effect<CedarSetView | null>
+  /** the stored proof of a finished NDJSON/CSV export, and when it was stored */
+  readonly proofOf: (developerId: string, exportId: string) => Effect.Effect<{ readonly proof: ExportProof; readonly storedAt: Date } | undefined>
   /** directory counts, read through the directory's service */
   readonly directoryCounts: (developerId: string) => Effect.Effect<{ readonly users: number; readonly deprovisioned: number }>
-  /** the whole export file as a stream of byte chunks; `onDone` sees the digest and row count */
+  /** records the start on the audit chain and returns the export's headers' facts and its body */
+  readonly openExport: (
+    developerId: string,
+    kind: ExportKind,
+    format: StreamFormat,
+    query: AuditQuery & GrantQuery,
+    options?: ExportOptions
+  ) => Effect.Effect<OpenedExport>
+  /** a job's file: `openExport`'s body as one stream (rows only, no start entry); `onDone` sees the digest and row count */
   readonly exportStream: (
     developerId: string,
     kind: ExportKind,
@@ -99,17 +143,60 @@ export const ComplianceLive = Layer.effect(
     const recordExport = (developerId: string, metadata: Record<string, unknown>) =>
       chain.append({ developerId, action: "service.compliance.exported", metadata }).pipe(Effect.asVoid)
 
-    const exportStream = (
+    const policyRepo = makePolicyRepo(sql)
+    const activeCedar = (developerId: string) =>
+      policyRepo.activeBundle(developerId, "cedar").pipe(
+        Effect.orDie,
+        Effect.map((row): CedarSetView | null =>
+          row === undefined ? null : {
+            bundleId: row.id, version: row.version, sha256: row.sha256, policyCount: Number(row.policyCount),
+            createdAt: row.createdAt.toISOString(), text: Buffer.from(row.content).toString("utf8")
+          })
+      )
+
+    const proofOf = (developerId: string, exportId: string) =>
+      Effect.map(
+        repo.q<{ proof: ExportProof | string; createdAt: Date }>(
+          `SELECT proof, created_at FROM compliance_export_proofs WHERE id = $1 AND developer_id = $2`, [exportId, developerId]),
+        ([row]) => row === undefined ? undefined : {
+          proof: (typeof row.proof === "string" ? JSON.parse(row.proof) : row.proof) as ExportProof,
+          storedAt: row.createdAt
+        }
+      )
+
+    /**
+     * Signs and stores the proof with the end entry, in one transaction. A re-run of a job (its instance
+     * died after this committed, before the job was marked complete) replaces its proof and writes no
+     * second end entry: the re-run reads the same rows (the chain as it stood at the request).
+     */
+    const finish = (developerId: string, start: ExportStart, rows: number, sha256: string, lastHash: string | null, ms: number) =>
+      Effect.gen(function*() {
+        const unsigned = { ...start, status: "complete" as const, rows, sha256, lastHash, kid: keys.kid }
+        const signature = detach(yield* sign(proofPayload(unsigned)))
+        const proof: ExportProof = { ...unsigned, signature }
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const [stored] = yield* repo.q<{ first: boolean }>(`
+            INSERT INTO compliance_export_proofs (id, developer_id, proof, created_at) VALUES ($1, $2, $3::jsonb, $4)
+            ON CONFLICT (id) DO UPDATE SET proof = EXCLUDED.proof, created_at = EXCLUDED.created_at
+            RETURNING (xmax = 0) AS first`,
+            [start.exportId, developerId, JSON.stringify(proof), new Date(ms)])
+          if (stored?.first !== false) {
+            yield* recordExport(developerId, { exportId: start.exportId, kind: start.kind, format: start.format, stage: "completed", rows, sha256 })
+          }
+        })).pipe(Effect.orDie)
+        return proof
+      })
+
+    const openExport = (
       developerId: string,
       kind: ExportKind,
       format: StreamFormat,
       query: AuditQuery & GrantQuery,
-      givenId?: string,
-      onDone?: (result: ExportResult) => Effect.Effect<void>
-    ): Stream.Stream<Uint8Array> =>
-      Stream.unwrap(Effect.gen(function*() {
+      options: ExportOptions = {}
+    ): Effect.Effect<OpenedExport> =>
+      Effect.gen(function*() {
         const ms = yield* nowMillis
-        const exportId = givenId ?? newId("cexp", ms)
+        const exportId = options.exportId ?? newId("cexp", ms)
         const hasher = createHash("sha256")
         let rows = 0
         let lastHash: string | null = null
@@ -122,14 +209,13 @@ export const ComplianceLive = Layer.effect(
           exportId, kind, format, issuer: config.jwtIssuer, developerId, generatedAt: new Date(ms).toISOString(),
           since: iso(query.since), until: iso(query.until)
         }
-        let header: ExportHeader
+        let start: ExportStart
         let body: Stream.Stream<Uint8Array>
         if (kind === "audit") {
-          const range = yield* repo.auditRange(developerId, query.since, query.until)
-          const filters = filtersOf(query)
-          const contiguous = Object.keys(filters).length === 0
-          header = { ...base, filters, contiguous, anchor: range.anchor }
-          lastHash = contiguous ? range.anchor : null
+          // the range is read first: the start entry below lies outside it
+          const range = yield* repo.auditRange(developerId, query.since, query.until, query.atSeq)
+          start = { ...base, filters: filtersOf(query), anchor: range.anchor }
+          lastHash = isContiguous(start) ? range.anchor : null
           body = format === "ndjson"
             ? Stream.paginateChunkEffect(range.first - 1, (after) =>
               repo.auditNdjsonPage(developerId, after, range.last, query).pipe(Effect.map((page) => {
@@ -146,7 +232,7 @@ export const ComplianceLive = Layer.effect(
               return [chunk, page.length < PAGE ? Option.none() : Option.some(page[page.length - 1]!.seq)] as const
             })))
         } else {
-          header = { ...base, filters: query.status === undefined ? {} : { status: query.status } }
+          start = { ...base, filters: query.status === undefined ? {} : { status: query.status }, anchor: null }
           body = Stream.paginateChunkEffect(undefined as { createdAt: Date; id: string } | undefined, (after) =>
             repo.grantPage(developerId, after, query.since, query.until, query.status, ms).pipe(Effect.map((page) => {
               rows += page.length
@@ -156,26 +242,48 @@ export const ComplianceLive = Layer.effect(
               return [chunk, page.length < PAGE ? Option.none() : Option.some(page[page.length - 1]!.key)] as const
             })))
         }
-        const trailer = Stream.fromEffect(Effect.gen(function*() {
-          const sha256 = hasher.digest("hex")
-          const signature = yield* sign(signedTrailer(header, rows, sha256, kind === "audit" ? lastHash : undefined))
-          yield* recordExport(developerId, { exportId, kind, format, rows, sha256 })
-          if (onDone) yield* onDone({ sha256, rows: { [kind === "audit" ? "entries" : "grants"]: rows }, signature })
-          return Buffer.from(trailerText(format, {
-            rows, sha256, ...(kind === "audit" ? { lastHash } : {}), kid: keys.kid, signature
-          }), "utf8") as Uint8Array
+        if (options.recordStart) {
+          yield* recordExport(developerId, {
+            exportId, kind, format, stage: "started", since: start.since, until: start.until, filters: start.filters
+          })
+        }
+        if (format === "csv") body = Stream.concat(Stream.sync(() => emit(csvHeaderRow(kind))), body)
+        const end = Stream.unwrap(Effect.gen(function*() {
+          const proof = yield* finish(developerId, start, rows, hasher.digest("hex"), kind === "audit" ? lastHash : null, ms)
+          if (options.onDone) {
+            yield* options.onDone({ sha256: proof.sha256, rows: { [kind === "audit" ? "entries" : "grants"]: rows }, signature: proof.signature })
+          }
+          return options.envelope ? Stream.make(Buffer.from(envelopeEnd(proof), "utf8") as Uint8Array) : Stream.empty
         }))
-        return Stream.concat(Stream.concat(Stream.sync(() => emit(headerText(header))), body), trailer)
+        const head = options.envelope ? Stream.sync(() => Buffer.from(envelopeHead(start), "utf8") as Uint8Array) : Stream.empty
+        return { start: start!, stream: Stream.concat(Stream.concat(head, body), end) }
+      })
+
+    const exportStream = (
+      developerId: string,
+      kind: ExportKind,
+      format: StreamFormat,
+      query: AuditQuery & GrantQuery,
+      givenId?: string,
+      onDone?: (result: ExportResult) => Effect.Effect<void>
+    ): Stream.Stream<Uint8Array> =>
+      Stream.unwrap(Effect.gen(function*() {
+        const atSeq = givenId === undefined ? undefined : yield* repo.jobAtSeq(givenId)
+        const opened = yield* openExport(developerId, kind, format, { ...query, atSeq }, { exportId: givenId, onDone })
+        return opened.stream
       }))
 
     return {
       repo,
       policies: (developerId: string) => Effect.map(engine.load(developerId), (loaded) => loaded.rules.map(ruleView)),
+      activeCedar,
+      proofOf,
       directoryCounts: directory.counts,
       issuer: config.jwtIssuer,
       kid: keys.kid,
       sign,
       recordExport,
+      openExport,
       exportStream,
       nudge: Queue.offer(wake, undefined).pipe(Effect.asVoid),
       wake

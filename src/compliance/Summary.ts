@@ -49,6 +49,16 @@ export const summaryOf = (svc: ComplianceService, developer: { id: string; plan:
       SELECT count(*) FILTER (WHERE status = 'active') AS active, count(*) FILTER (WHERE status = 'revoked') AS revoked
       FROM consent_bundles WHERE developer_id = $1`, [developer.id])
     const [anomalies] = yield* repo.q<any>(`SELECT count(*) AS open FROM anomaly_alerts WHERE developer_id = $1 AND status = 'open'`, [developer.id])
+    // decisions §21: consent records (expired = active past processingExpiresAt), open and overdue grievances, erasures
+    const [dpdp] = yield* repo.q<any>(`
+      SELECT (SELECT count(*) FROM dpdp_consent_records WHERE developer_id = $1 AND status = 'active' AND processing_expires_at > $2) AS active,
+             (SELECT count(*) FROM dpdp_consent_records WHERE developer_id = $1 AND status = 'withdrawn') AS withdrawn,
+             (SELECT count(*) FROM dpdp_consent_records WHERE developer_id = $1 AND status = 'active' AND processing_expires_at <= $2) AS expired,
+             (SELECT count(*) FROM dpdp_consent_records WHERE developer_id = $1 AND status = 'erased') AS erased,
+             (SELECT count(*) FROM dpdp_grievances WHERE developer_id = $1 AND status IN ('submitted', 'under_review')) AS open_grievances,
+             (SELECT count(*) FROM dpdp_grievances WHERE developer_id = $1 AND status IN ('submitted', 'under_review') AND statutory_due_at < $2) AS overdue_grievances,
+             (SELECT count(*) FROM dpdp_erasures WHERE developer_id = $1 AND status IN ('scheduled', 'processing')) AS erasures_processing,
+             (SELECT count(*) FROM dpdp_erasures WHERE developer_id = $1 AND status = 'completed') AS erasures_completed`, [developer.id, now])
     const policies = yield* svc.policies(developer.id)
     const directory = yield* svc.directoryCounts(developer.id)
     const n = (v: unknown) => Number(v ?? 0)
@@ -64,7 +74,12 @@ export const summaryOf = (svc: ComplianceService, developer: { id: string; plan:
       breaches: { open: n(breaches.open), overdue: n(breaches.overdue) },
       consentBundles: { active: n(bundles.active), revoked: n(bundles.revoked) },
       directory,
-      anomalies: { open: n(anomalies.open) }
+      anomalies: { open: n(anomalies.open) },
+      dpdp: {
+        consentRecords: { active: n(dpdp.active), withdrawn: n(dpdp.withdrawn), expired: n(dpdp.expired), erased: n(dpdp.erased) },
+        grievances: { open: n(dpdp.openGrievances), overdue: n(dpdp.overdueGrievances) },
+        erasures: { processing: n(dpdp.erasuresProcessing), completed: n(dpdp.erasuresCompleted) }
+      }
     }
   })
 

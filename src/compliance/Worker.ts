@@ -1,7 +1,7 @@
 /**
  * The export job fiber (decisions §15): a round every COMPLIANCE_JOB_POLL_SECONDS on the Effect
  * Clock, or at once when a job is created on this instance; claims run once across instances
- * (Jobs.ts: FOR UPDATE SKIP LOCKED and a lease).
+ * (Jobs.ts: each job under its own lease from platform/Leases.ts, renewed while it runs).
  */
 import { Duration, Effect, Layer, Queue } from "effect"
 import { Config } from "../Config.ts"

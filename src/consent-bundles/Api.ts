@@ -7,6 +7,8 @@ import {
   ConsentRequired, InvalidRequest, InvalidScopes, InvalidTtl, PlanLimitExceeded, PolicyDenied, PrincipalInactive
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { CONSENT_BUNDLES_DOCS } from "./Docs.ts"
 
 const Jwk = Schema.Struct({ kty: Schema.String, kid: Schema.String, n: Schema.String, e: Schema.String, alg: Schema.String, use: Schema.String })
 
@@ -95,8 +97,12 @@ export class ConsentBundlesApi extends HttpApiGroup.make("consentBundles")
       .addError(BundleNotFound)
       .addError(BundleRevoked)
       .addError(BundleExpired)
+      .addError(AgentSuspended)
+      .addError(PrincipalInactive)
+      .addError(PolicyDenied)
       .annotate(RatePolicy, { routeLimit: 10 })
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(CONSENT_BUNDLES_DOCS))
 {}

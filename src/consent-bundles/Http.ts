@@ -1,7 +1,6 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
-import { Entitlements } from "../billing/Entitlements.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { InvalidRequest } from "../platform/Errors.ts"
 import { pageLimit } from "../platform/Pagination.ts"
@@ -10,12 +9,10 @@ import { ConsentBundles } from "./Service.ts"
 export const ConsentBundlesHttp = HttpApiBuilder.group(Api, "consentBundles", (handlers) =>
   Effect.gen(function*() {
     const bundles = yield* ConsentBundles
-    const entitlements = yield* Entitlements
     const withDeveloper = <A, E>(f: (developerId: string) => Effect.Effect<A, E>) => Effect.flatMap(CurrentDeveloper, (d) => f(d.id))
     return handlers
-      // decisions §16: a bundle makes a grant, so the plan's active-grant cap applies (402)
-      .handle("create", ({ payload }) =>
-        Effect.flatMap(CurrentDeveloper, (d) => Effect.zipRight(entitlements.belowCap(d, "activeGrants"), bundles.create(d.id, payload))))
+      // decisions §16, §20: a bundle makes a grant, so the gate counts the plan's active-grant cap (402)
+      .handle("create", ({ payload }) => withDeveloper((d) => bundles.create(d, payload)))
       .handle("list", ({ urlParams }) =>
         withDeveloper((d) => {
           const limit = pageLimit(urlParams.limit)

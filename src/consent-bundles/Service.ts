@@ -10,11 +10,12 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { Config } from "../Config.ts"
-import { DirectoryPrincipals, DirectoryPrincipalsLive } from "../directory/Principals.ts"
-import { Grants, GrantsLive } from "../grants/Service.ts"
+import { DpdpApproval } from "../dpdp/ApprovalConsent.ts"
+import { Gate } from "../gate/Gate.ts"
+import { Grants } from "../grants/Service.ts"
 import {
-  AgentNotFound, AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
-  InvalidScopes, InvalidTtl, type PolicyDenied, type PrincipalInactive
+  AgentNotFound, type AgentSuspended, AlreadyRevoked, BundleExpired, BundleNotFound, BundleRevoked, type ConsentRequired, InvalidRequest,
+  InvalidScopes, InvalidTtl, type PlanLimitExceeded, type PolicyDenied, type PrincipalInactive
 } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -22,8 +23,7 @@ import { Keys, type PublicJwk } from "../platform/Keys.ts"
 import { makeDirectRead } from "../platform/PgPool.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { PolicyEngine } from "../policies/Service.ts"
-import { approvalRequirement, consentRequired, consumeApproval } from "./Consent.ts"
+import { consentRequired, consumeApproval } from "./Consent.ts"
 
 export const MAX_TTL_SECONDS = 168 * 3600
 
@@ -117,7 +117,7 @@ const newAuditKeyPair = () => {
 export interface ConsentBundlesService {
   readonly create: (developerId: string, input: CreateInput) => Effect.Effect<
     BundleResponse,
-    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive | PolicyDenied
+    InvalidRequest | AgentNotFound | AgentSuspended | InvalidScopes | InvalidTtl | ConsentRequired | PrincipalInactive | PolicyDenied | PlanLimitExceeded
   >
   readonly list: (developerId: string, query: { agentId?: string; status?: string; cursor?: string; limit: number }) => Effect.Effect<
     { bundles: Array<ReturnType<typeof summaryView>>; nextCursor: string | null },
@@ -129,7 +129,10 @@ export interface ConsentBundlesService {
     { bundleId: string; status: "active" | "revoked"; revokedAt: string | null },
     BundleNotFound
   >
-  readonly refresh: (developerId: string, id: string) => Effect.Effect<BundleResponse, BundleNotFound | BundleRevoked | BundleExpired>
+  readonly refresh: (developerId: string, id: string) => Effect.Effect<
+    BundleResponse,
+    BundleNotFound | BundleRevoked | BundleExpired | AgentSuspended | PrincipalInactive | PolicyDenied
+  >
 }
 
 export class ConsentBundles extends Context.Tag("agent-auth/ConsentBundles")<ConsentBundles, ConsentBundlesService>() {}
@@ -140,10 +143,10 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const grants = yield* Grants
-    const principals = yield* DirectoryPrincipals
     const keys = yield* Keys
     const events = yield* Events
-    const policyEngine = yield* PolicyEngine
+    const gate = yield* Gate
+    const dpdp = yield* DpdpApproval
     const syncEndpoint = `${config.publicBaseUrl}/v1/audit/offline-sync`
     const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
     // the light reads (a bundle, its revocation status) go straight through the pool (PgPool.ts)
@@ -172,40 +175,44 @@ export const ConsentBundlesServiceLive = Layer.effect(
         const expiresAt = new Date(ms + ttl * 1000)
         const scopes = [...new Set(input.scopes)]
         const id = newId("bundle", ms)
-        // a principal the directory deactivated is refused as such (403 PRINCIPAL_INACTIVE) before any
-        // policy is asked
-        yield* principals.requireActive(developerId, input.userId)
-        // decisions §13: policies may deny a bundle (403 POLICY_DENIED); checked before the transaction so the denial is logged
-        yield* policyEngine.guard("bundle.create", { developerId, agentId: input.agentId, principalId: input.userId, scopes })
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          // Shared lock on the agent: a suspension (or deletion) waits for this bundle and then revokes
-          // it, or goes first and this one sees the agent suspended.
-          const [agent] = yield* sql<{ scopes: ReadonlyArray<string>; status: string }>`
-            SELECT scopes, status FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL
-            FOR SHARE`
+        return yield* gate.transaction(Effect.gen(function*() {
+          const [agent] = yield* sql<{ scopes: ReadonlyArray<string> }>`
+            SELECT scopes FROM agents WHERE id = ${input.agentId} AND developer_id = ${developerId} AND deleted_at IS NULL`.pipe(Effect.orDie)
           if (agent === undefined) return yield* Effect.fail(new AgentNotFound({ message: "Agent not found" }))
-          if (agent.status !== "active") return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
-          // read again under the user's lock: a deprovisioning since the check above is seen or waits (§20)
-          yield* principals.requireActive(developerId, input.userId)
           const unregistered = input.scopes.filter((s) => !agent.scopes.includes(s))
           if (unregistered.length > 0) {
             return yield* Effect.fail(new InvalidScopes({ message: `Scopes not registered for the agent: ${unregistered.join(", ")}` }))
           }
-          const requirement = yield* approvalRequirement(sql, developerId, policyEngine.ssoEnforced)
-          if (input.consentRequestId !== undefined || requirement.passkey || requirement.sso) {
-            const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
-              developerId,
-              consentRequestId: input.consentRequestId,
-              agentId: input.agentId,
-              userId: input.userId,
-              scopes,
-              bundleId: id,
-              requirement
-            }))
-            if (!consumed) return yield* Effect.fail(consentRequired(requirement))
-          }
+          // decisions §20: the agent (locked FOR SHARE: a suspension waits for this bundle and then revokes it, or
+          // goes first and is seen), the principal under the directory row's lock, the developer's requirements
+          // met by a consumed approval (403 CONSENT_REQUIRED), policies (403 POLICY_DENIED), the active-grant cap
+          let consumedRequest: string | undefined
+          const allowed = yield* gate.check("bundle.create", {
+            developerId, agentId: input.agentId, principalId: input.userId, scopes, cap: "activeGrants",
+            approval: (requirement) =>
+              Effect.gen(function*() {
+                if (input.consentRequestId === undefined && !requirement.passkey && !requirement.sso) return "developer" as const
+                const consumed = input.consentRequestId !== undefined && (yield* consumeApproval(sql, {
+                  developerId,
+                  consentRequestId: input.consentRequestId,
+                  agentId: input.agentId,
+                  userId: input.userId,
+                  scopes,
+                  bundleId: id,
+                  requirement
+                }).pipe(Effect.orDie))
+                if (!consumed) return yield* Effect.fail(consentRequired(requirement))
+                consumedRequest = input.consentRequestId
+                return requirement.passkey ? "passkey" as const : requirement.sso ? "sso" as const : "consent" as const
+              })
+          })
           const pair = newAuditKeyPair()
-          const grant = yield* grants.create({ developerId, agentId: input.agentId, principalId: input.userId, scopes, expiresAt })
+          const grant = yield* grants.create({
+            developerId, agentId: input.agentId, principalId: input.userId, scopes, expiresAt,
+            approvalMethod: allowed.approvalMethod ?? "developer", policyId: allowed.policyId
+          })
+          // decisions §21: the consumed approval's consent record covers this grant too
+          if (consumedRequest !== undefined) yield* dpdp.coverConsumedApproval(developerId, consumedRequest, grant.id)
           const token = yield* grants.issueToken(grant)
           const [bundle] = yield* sql.unsafe<BundleRecord>(
             `INSERT INTO consent_bundles (id, developer_id, agent_id, user_id, scopes, grant_id, offline_ttl_seconds,
@@ -231,7 +238,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
             privateKey: pair.privateKey,
             syncEndpoint
           })
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
       })
 
     const list: ConsentBundlesService["list"] = (developerId, query) =>
@@ -308,7 +315,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
       })
 
     const refresh: ConsentBundlesService["refresh"] = (developerId, id) =>
-      sql.withTransaction(Effect.gen(function*() {
+      gate.transaction(Effect.gen(function*() {
         const bundle = yield* find(developerId, id, true)
         if (bundle === undefined) return yield* Effect.fail(notFound())
         const ms = yield* nowMillis
@@ -321,9 +328,12 @@ export const ConsentBundlesServiceLive = Layer.effect(
         if (grant === undefined || grant.status !== "active") {
           return yield* Effect.fail(new BundleRevoked({ message: "The bundle's grant is revoked" }))
         }
-        // a suspended or deleted agent's bundles are revoked with it (decisions §19); never refreshed
-        const [agent] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${bundle.agentId}`.pipe(Effect.orDie)
-        if (agent?.status !== "active") return yield* Effect.fail(new BundleRevoked({ message: "The bundle's agent is suspended" }))
+        // decisions §20: a suspended or deleted agent's bundle is never refreshed (its suspension revokes it, §19),
+        // nor one of an inactive principal, nor one a policy denies
+        yield* gate.check("bundle.refresh", {
+          developerId, agentId: bundle.agentId, principalId: bundle.userId, scopes: bundle.scopes,
+          grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }
+        })
         const at = new Date(ms)
         const expiresAt = new Date(ms + bundle.offlineTtlSeconds * 1000)
         yield* sql`UPDATE grants SET expires_at = ${expiresAt} WHERE id = ${grant.id}`.pipe(Effect.orDie)
@@ -344,10 +354,10 @@ export const ConsentBundlesServiceLive = Layer.effect(
           privateKey: pair.privateKey,
           syncEndpoint
         })
-      })).pipe(Effect.catchTag("SqlError", Effect.die))
+      }))
 
     return { create, list, get, revoke, revocationStatus, refresh }
   })
 )
 
-export const ConsentBundlesLive = ConsentBundlesServiceLive.pipe(Layer.provideMerge(Layer.merge(GrantsLive, DirectoryPrincipalsLive)))
+export const ConsentBundlesLive = ConsentBundlesServiceLive

@@ -5,9 +5,13 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
-import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PublicRouteErrors } from "../platform/Errors.ts"
+import {
+  AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PolicyDenied, PrincipalInactive, PublicRouteErrors
+} from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { CREDENTIALS_DOCS } from "./Docs.ts"
 
 export const CredentialView = Schema.Struct({
   id: Schema.String,
@@ -116,6 +120,9 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .addSuccess(CredentialView, { status: 201 })
       .addError(BadRequest)
       .addError(NotFound)
+      .addError(AgentSuspended)
+      .addError(PrincipalInactive)
+      .addError(PolicyDenied)
       .addError(BodyErrors)
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
@@ -142,4 +149,5 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
       .addError(ApiKeyRouteErrors)
       .middleware(Authentication)
   )
+  .pipe(documented(CREDENTIALS_DOCS))
 {}

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Api } from "../Api.ts"
 import { Config } from "../Config.ts"
+import { Gate } from "../gate/Gate.ts"
 import { Grants } from "../grants/Service.ts"
 import { CurrentDeveloper } from "../platform/Auth.ts"
 import { BadRequest, NotFound } from "../platform/Errors.ts"
@@ -35,6 +36,7 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
   Effect.gen(function*() {
     const credentials = yield* Credentials
     const grants = yield* Grants
+    const gate = yield* Gate
     const keys = yield* VcKeys
     const rsa = yield* Keys
     const events = yield* Events
@@ -149,13 +151,17 @@ export const CredentialsHttp = HttpApiBuilder.group(Api, "credentials", (handler
           if (grant.status !== "active" || grant.expiresAt.getTime() <= ms) {
             return yield* Effect.fail(new BadRequest({ message: "The grant is not active" }))
           }
-          const row = yield* sql.withTransaction(Effect.gen(function*() {
+          const row = yield* gate.transaction(Effect.gen(function*() {
             // locked as issuance locks it: a revocation that committed meanwhile answers 400, not a failed issuance
-            const [locked] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${grant.id} FOR SHARE`
+            const [locked] = yield* sql<{ status: string }>`SELECT status FROM grants WHERE id = ${grant.id} FOR SHARE`.pipe(Effect.orDie)
             if (locked?.status !== "active") return yield* Effect.fail(new BadRequest({ message: "The grant is not active" }))
+            // decisions §20: the grant's agents and principal active, policies
+            yield* gate.check("credential.issue", {
+              developerId: developer.id, agentId: grant.agentId, principalId: grant.principalId, scopes: grant.scopes,
+              grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }
+            })
             return yield* credentials.issueOne(grant, payload.format as "vc+jwt" | "dc+sd-jwt", holderJwk)
           })).pipe(
-            Effect.catchTag("SqlError", Effect.die),
             Effect.catchTag("GrantNoLongerActive", () => Effect.fail(new BadRequest({ message: "The grant is not active" })))
           )
           return credentialView(row, ms, credentials.agentDid(row.agentId))

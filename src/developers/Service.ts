@@ -1,15 +1,13 @@
-/** Developers: sign-up, profile, key rotation and plan changes. Keys are kept only as SHA-256. */
+/** Developers: sign-up (with the first key), profile and plan changes. Keys: Keys.ts. */
 import { SqlClient, SqlError } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { randomBytes } from "node:crypto"
 import { AuditChain } from "../platform/AuditChain.ts"
-import { ApiKeys, hashApiKey, type Developer } from "../platform/Auth.ts"
+import { ApiKeys, type Developer } from "../platform/Auth.ts"
 import { Conflict } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { now } from "../platform/Time.ts"
-
-export const newApiKey = (mode: "live" | "sandbox") =>
-  `${mode === "live" ? "sk_live_" : "sk_test_"}${randomBytes(32).toString("base64url")}`
+import { FIRST_KEY_NAME, insertApiKey, newApiKey } from "./Keys.ts"
+import { changePlan } from "./PlanHistory.ts"
 
 export const developerView = (d: Developer) => ({
   developerId: d.id,
@@ -29,7 +27,6 @@ export class DevelopersService extends Context.Tag("agent-auth/DevelopersService
     Conflict
   >
   readonly update: (developer: Developer, patch: { name?: string; fidoRequired?: boolean }) => Effect.Effect<Developer>
-  readonly rotateKey: (developer: Developer) => Effect.Effect<{ apiKey: string; rotatedAt: string }>
   readonly setPlan: (developerId: string, plan: "free" | "pro" | "enterprise") => Effect.Effect<boolean>
 }>() {}
 
@@ -47,10 +44,15 @@ export const DevelopersServiceLive = Layer.effect(
           const apiKey = newApiKey(mode)
           const id = newId("dev", at.getTime())
           const email = input.email?.toLowerCase() ?? null
-          const rows = yield* sql<Developer>`
-            INSERT INTO developers (id, name, email, mode, plan, api_key_hash, fido_required, created_at, updated_at)
-            VALUES (${id}, ${input.name}, ${email}, ${mode}, 'free', ${hashApiKey(apiKey)}, false, ${at}, ${at})
-            RETURNING id, name, email, mode, plan, fido_required, created_at`.pipe(
+          // the developer and its first full key together, or neither
+          const rows = yield* sql.withTransaction(Effect.gen(function*() {
+            const rows = yield* sql<Developer>`
+              INSERT INTO developers (id, name, email, mode, plan, fido_required, created_at, updated_at)
+              VALUES (${id}, ${input.name}, ${email}, ${mode}, 'free', false, ${at}, ${at})
+              RETURNING id, name, email, mode, plan, fido_required, created_at`
+            yield* insertApiKey(sql, { developerId: id, name: FIRST_KEY_NAME, scope: "full", apiKey, at })
+            return rows
+          })).pipe(
             Effect.catchIf(isUniqueViolation, () => Effect.fail(new Conflict({ message: "A developer with this email already exists" }))),
             Effect.catchTag("SqlError", Effect.die)
           )
@@ -87,20 +89,11 @@ export const DevelopersServiceLive = Layer.effect(
           apiKeys.forget(developer.id)
           return after
         })).pipe(Effect.orDie),
-      rotateKey: (developer) =>
-        Effect.gen(function*() {
-          const at = yield* now
-          const apiKey = newApiKey(developer.mode)
-          yield* sql`UPDATE developers SET api_key_hash = ${hashApiKey(apiKey)}, updated_at = ${at} WHERE id = ${developer.id}`
-          apiKeys.forget(developer.id)
-          return { apiKey, rotatedAt: at.toISOString() }
-        }).pipe(Effect.orDie),
       setPlan: (developerId, plan) =>
         Effect.gen(function*() {
-          const at = yield* now
-          const rows = yield* sql`UPDATE developers SET plan = ${plan}, updated_at = ${at} WHERE id = ${developerId} RETURNING id`
+          const changed = yield* changePlan(developerId, plan, yield* now).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           apiKeys.forget(developerId)
-          return rows.length > 0
+          return changed
         }).pipe(Effect.orDie)
     }
   })

@@ -19,6 +19,8 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, NotFound } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { SCIM_DOCS, SCIM_TOKENS_DOCS } from "./Docs.ts"
 
 const Token = Schema.Struct({
   id: Schema.String,
@@ -60,19 +62,22 @@ export class ScimTokensApi extends HttpApiGroup.make("scimTokens")
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(SCIM_TOKENS_DOCS))
 {}
 
 const Id = Schema.Struct({ id: Schema.String })
 const Resource = Schema.Unknown.annotations({ description: "a SCIM resource or ListResponse (application/scim+json)" })
 
 const get = <const N extends string>(name: N, path: `/${string}`) => HttpApiEndpoint.get(name, `/scim/v2${path}`).addSuccess(Resource)
+/** discovery holds no tenant data: answered without a token (§11, revised), limited per source address */
+const discover = <const N extends string>(name: N, path: `/${string}`) => get(name, path).annotate(RatePolicy, { routeLimit: 120 })
 
 export class ScimApi extends HttpApiGroup.make("scim")
-  .add(get("serviceProviderConfig", "/ServiceProviderConfig"))
-  .add(get("resourceTypes", "/ResourceTypes"))
-  .add(get("resourceType", "/ResourceTypes/:id").setPath(Id))
-  .add(get("schemas", "/Schemas"))
-  .add(get("schema", "/Schemas/:id").setPath(Id))
+  .add(discover("serviceProviderConfig", "/ServiceProviderConfig"))
+  .add(discover("resourceTypes", "/ResourceTypes"))
+  .add(discover("resourceType", "/ResourceTypes/:id").setPath(Id))
+  .add(discover("schemas", "/Schemas"))
+  .add(discover("schema", "/Schemas/:id").setPath(Id))
   .add(get("listUsers", "/Users"))
   .add(HttpApiEndpoint.post("createUser", "/scim/v2/Users").addSuccess(Resource, { status: 201 }))
   .add(get("getUser", "/Users/:id").setPath(Id))
@@ -87,4 +92,5 @@ export class ScimApi extends HttpApiGroup.make("scim")
   .add(HttpApiEndpoint.del("deleteGroup", "/scim/v2/Groups/:id").setPath(Id).addSuccess(Schema.Void, { status: 204 }))
   .annotate(RatePolicy, { scimToken: true })
   .annotate(OpenApi.Description, "SCIM 2.0 (RFC 7644) for identity providers; Authorization: Bearer <SCIM token>")
+  .pipe(documented(SCIM_DOCS))
 {}

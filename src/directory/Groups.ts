@@ -47,9 +47,13 @@ export const GroupsLive = Layer.effect(
         return rows.map((row) => ({ row, members: members.filter((m) => m.groupId === row.id) }))
       }).pipe(Effect.orDie)
 
-    const requireUsers = (developerId: string, ids: ReadonlyArray<string>) =>
-      Effect.flatMap(repo.existingUsers(developerId, ids).pipe(Effect.orDie), (found) => {
-        const missing = ids.filter((id) => !found.has(id))
+    /**
+     * Inside the membership change's transaction: locks every user it touches (`add` and `remove`)
+     * and fails unless each one to add is a live user of the developer.
+     */
+    const lockMembers = (developerId: string, add: ReadonlyArray<string>, remove: ReadonlyArray<string>) =>
+      Effect.flatMap(repo.lockUsers(developerId, [...add, ...remove]), (found) => {
+        const missing = add.filter((id) => !found.has(id))
         return missing.length === 0
           ? Effect.void
           : Effect.fail(scimFail.badRequest("invalidValue", `Unknown member: ${missing[0]}`))
@@ -93,12 +97,14 @@ export const GroupsLive = Layer.effect(
       Effect.gen(function*() {
         const input = yield* decodeGroup(body)
         const members = [...new Set((input.members ?? []).map((m) => m.value))]
-        yield* requireUsers(developerId, members)
         const ms = yield* nowMillis
         const id = newId("scimgrp", ms)
         const row = yield* sqlErrors(sql.withTransaction(Effect.gen(function*() {
+          // checked under lock in the transaction that adds them: a user deleted meanwhile is refused
+          yield* lockMembers(developerId, members, [])
           const row = yield* repo.insertGroup(id, developerId, input.displayName, input.externalId ?? null, new Date(ms))
           const { added } = yield* repo.changeMembers(developerId, id, members, [])
+          yield* repo.touchUsers(added, new Date(ms))
           yield* recordChange(developerId, id, added, [], "service.scim.group_created")
           return row
         })))
@@ -123,12 +129,13 @@ export const GroupsLive = Layer.effect(
           add = [...changes.replaceMembers].filter((m) => !current.has(m))
           remove = [...current].filter((m) => !changes.replaceMembers!.has(m))
         }
-        yield* requireUsers(developerId, add)
+        yield* lockMembers(developerId, add, remove)
         const { added, removed } = yield* repo.changeMembers(developerId, id, add, remove)
         const displayName = changes.displayName ?? row.displayName
         const externalId = changes.externalId === undefined ? row.externalId : changes.externalId
         if (added.length === 0 && removed.length === 0 && displayName === row.displayName && externalId === row.externalId) return row
         const ms = yield* nowMillis
+        yield* repo.touchUsers([...added, ...removed], new Date(ms))
         const updated = yield* repo.updateGroup(id, displayName, externalId, new Date(ms))
         yield* recordChange(developerId, id, added, removed, "service.scim.group_updated")
         return updated
@@ -162,8 +169,10 @@ export const GroupsLive = Layer.effect(
         if (row === undefined) return yield* Effect.fail(scimFail.notFound("Group not found"))
         if (!matchesVersion(ifMatch, row.version)) return yield* Effect.fail(scimFail.preconditionFailed())
         const members = yield* repo.memberIds(id)
+        yield* repo.lockUsers(developerId, members)
         const ms = yield* nowMillis
         yield* repo.deleteGroup(id, new Date(ms))
+        yield* repo.touchUsers(members, new Date(ms))
         yield* recordChange(developerId, id, [], members, "service.scim.group_deleted")
       })))
 

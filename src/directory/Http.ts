@@ -102,6 +102,15 @@ export const ScimTokensHttp = HttpApiBuilder.group(Api, "scimTokens", (handlers)
       .handle("updateSettings", ({ payload }) => Effect.flatMap(CurrentDeveloper, (d) => directory.updateSettings(d.id, payload)))
   }))
 
+// a schema URN may arrive percent-encoded once more than the router decodes; a lone "%" is just not found
+const decodedOnce = (id: string) => {
+  try {
+    return decodeURIComponent(id)
+  } catch {
+    return id
+  }
+}
+
 export const ScimHttp = HttpApiBuilder.group(Api, "scim", (handlers) =>
   Effect.gen(function*() {
     const directory = yield* Directory
@@ -112,9 +121,10 @@ export const ScimHttp = HttpApiBuilder.group(Api, "scim", (handlers) =>
     const group = (g: GroupWithMembers, status = 200) =>
       single(groupView(g.row, base, g.members), g.row.version, status, status === 201 ? { location: `${base}/scim/v2/Groups/${g.row.id}` } : {})
     const withMembers = Effect.map(query, (q) => !excludes(q.excludedAttributes, "members"))
-    const discovery = (body: unknown) => scim(Effect.as(scimDeveloper, scimJson(body)))
+    // discovery is public (no token, no developer): it describes the service, not a tenant
+    const discovery = (body: unknown) => scim(Effect.succeed(scimJson(body)))
     const lookup = <T extends { id: string }>(list: ReadonlyArray<T>, id: string) =>
-      scim(Effect.flatMap(scimDeveloper, () => {
+      scim(Effect.suspend(() => {
         const found = list.find((x) => x.id.toLowerCase() === id.toLowerCase())
         return found ? Effect.succeed(scimJson(found)) : Effect.fail(scimFail.notFound())
       }))
@@ -123,7 +133,7 @@ export const ScimHttp = HttpApiBuilder.group(Api, "scim", (handlers) =>
       .handleRaw("resourceTypes", () => discovery(listResponse(2, 1, resourceTypes(base))))
       .handleRaw("resourceType", ({ path }) => lookup(resourceTypes(base), path.id))
       .handleRaw("schemas", () => discovery(listResponse(4, 1, schemas(base))))
-      .handleRaw("schema", ({ path }) => lookup(schemas(base), decodeURIComponent(path.id)))
+      .handleRaw("schema", ({ path }) => lookup(schemas(base), decodedOnce(path.id)))
       .handleRaw("listUsers", () =>
         scim(Effect.gen(function*() {
           const developerId = yield* scimDeveloper

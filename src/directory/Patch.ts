@@ -158,24 +158,58 @@ const libraryError = (e: unknown): ScimError => {
   return bad(scimType, (e as Error)?.message?.replace(/^Invalid SCIM Patch: /, "") ?? "Invalid patch")
 }
 
-/** Applies the operations to a user document; the result, validated, or the first failure. */
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v)
+
+/** complex values whose sub-attributes a replace or add merges into (RFC 7644 §3.5.2.1, §3.5.2.3) */
+const COMPLEX_TARGETS = new Set(["name", URN.enterprise, `${URN.enterprise}:manager`])
+const MULTI_VALUED = new Set(["emails", "phoneNumbers"])
+
+/**
+ * A no-path add or replace (or one whose path names a complex value): each attribute it names is
+ * set; a complex one (name, the enterprise extension and its manager) keeps the sub-attributes the
+ * value does not name; an add to a multi-valued attribute appends. `doc` is the caller's copy.
+ */
+const applyValueObject = (doc: Record<string, unknown>, op: "add" | "replace", value: Record<string, unknown>) => {
+  for (const [key, v] of Object.entries(value)) {
+    const current = doc[key]
+    if (key === URN.enterprise && isObject(v)) {
+      const ext: Record<string, unknown> = isObject(current) ? { ...current } : {}
+      for (const [sub, sv] of Object.entries(v)) {
+        ext[sub] = sub === "manager" && isObject(sv) && isObject(ext.manager) ? { ...ext.manager, ...sv } : sv
+      }
+      doc[key] = ext
+    } else if (key === "name" && isObject(v) && isObject(current)) doc[key] = { ...current, ...v }
+    else if (op === "add" && MULTI_VALUED.has(key) && v !== null && v !== undefined) {
+      doc[key] = [...(Array.isArray(current) ? current : []), ...(Array.isArray(v) ? v : [v])]
+    }
+    else doc[key] = v
+  }
+}
+
+/**
+ * Applies the operations to a copy of a user document (the caller's stays as it was, so it can be
+ * compared with the result); the result, validated, or the first failure.
+ */
 export const patchUser = (doc: Record<string, unknown>, operations: ReadonlyArray<Operation>): Either.Either<UserInput, ScimError> => {
   try {
-    let current: Record<string, unknown> = { schemas: [URN.user], ...doc }
+    let current: Record<string, unknown> = structuredClone({ schemas: [URN.user], ...doc })
     for (const operation of operations) {
-      let op: ScimPatchOperation
       if (operation.path === undefined) {
-        op = { op: operation.op, value: noPathValue(operation.value) } as ScimPatchOperation
-      } else {
-        const path = userPath(operation.path)
-        if (path === "ignore") continue
-        if (operation.op !== "add" && filteredTargets(current, path) === 0) {
-          throw bad("noTarget", `No element matches ${operation.path}`)
-        }
-        op = (operation.op === "remove"
-          ? { op: "remove", path, ...(operation.value !== undefined ? { value: operation.value } : {}) }
-          : { op: operation.op, path, value: canonicalise(operation.value) }) as ScimPatchOperation
+        applyValueObject(current, operation.op as "add" | "replace", noPathValue(operation.value))
+        continue
       }
+      const path = userPath(operation.path)
+      if (path === "ignore") continue
+      if (operation.op !== "remove" && COMPLEX_TARGETS.has(path) && isObject(operation.value)) {
+        applyValueObject(current, operation.op, noPathValue({ [path]: operation.value }))
+        continue
+      }
+      if (operation.op !== "add" && filteredTargets(current, path) === 0) {
+        throw bad("noTarget", `No element matches ${operation.path}`)
+      }
+      const op = (operation.op === "remove"
+        ? { op: "remove", path, ...(operation.value !== undefined ? { value: operation.value } : {}) }
+        : { op: operation.op, path, value: canonicalise(operation.value) }) as ScimPatchOperation
       current = scimPatch(current as any, [op]) as Record<string, unknown>
     }
     return decodeUser(current)

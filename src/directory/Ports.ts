@@ -11,3 +11,15 @@ export interface DirectorySessionsService {
 }
 
 export class DirectorySessions extends Context.Tag("agent-auth/DirectorySessions")<DirectorySessions, DirectorySessionsService>() {}
+
+export interface DirectoryRevocationsService {
+  /**
+   * `deprovision: "revoke"` (decisions §11): the principal's pending authorization requests denied
+   * first (an approval racing this waits on their lock), then their grants revoked and their passkeys
+   * removed; the ids of the grants that were active. In the deprovisioning's transaction.
+   */
+  readonly revokeForPrincipal: (developerId: string, principalId: string) => Effect.Effect<ReadonlyArray<string>>
+}
+
+/** Provided by authorization (src/authorization/DirectoryRevocations.ts): the directory sits below grants, requests and passkeys. */
+export class DirectoryRevocations extends Context.Tag("agent-auth/DirectoryRevocations")<DirectoryRevocations, DirectoryRevocationsService>() {}

@@ -9,6 +9,8 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { PrincipalInactive } from "../platform/Errors.ts"
+import { makeCoalescer } from "../platform/Coalesce.ts"
+import { makeDirectRead } from "../platform/PgPool.ts"
 
 export interface DirectoryPrincipal {
   readonly scimUserId: string
@@ -29,8 +31,10 @@ export interface DirectoryPrincipalsService {
    * the connection's domains; nothing else (externalId, a NameID) ever finds a user.
    */
   readonly findByVerifiedEmail: (developerId: string, email: string) => Effect.Effect<ReadonlyArray<string>>
-  /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive */
+  /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive (the user's row read FOR SHARE) */
   readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
+  /** as requireActive, without a lock: for points that make nothing (vault exchange, token verify) */
+  readonly requireActiveNow: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
   /** For the compliance summary: users in the directory, and those deprovisioned (inactive or deleted). */
   readonly counts: (developerId: string) => Effect.Effect<{ readonly users: number; readonly deprovisioned: number }>
 }
@@ -51,9 +55,30 @@ export const DirectoryPrincipalsLive = Layer.effect(
         Effect.map((rows) => rows.length > 0 && !rows.some((r) => r.live)),
         Effect.orDie
       )
-    const requireActive = (developerId: string, principalId: string) =>
-      Effect.flatMap(isInactive(developerId, principalId), (inactive) =>
-        inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void)
+    // outside a transaction (a token check, a vault exchange: the hottest reads there are), concurrent
+    // checks share one statement, straight through the pool (platform/Coalesce.ts)
+    const read = yield* makeDirectRead
+    const inactiveNow = makeCoalescer<{ readonly developerId: string; readonly principalId: string }, boolean>(
+      (keys) =>
+        read<{ i: number; users: number; live: boolean | null }>(
+          `SELECT k.i, count(u.id)::int AS users, bool_or(u.active AND u.deleted_at IS NULL) AS live
+             FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(developer_id, principal_id, i)
+             LEFT JOIN scim_users u ON u.developer_id = k.developer_id AND u.principal_id = k.principal_id
+            GROUP BY k.i`,
+          [keys.map((k) => k.developerId), keys.map((k) => k.principalId)]
+        ).pipe(
+          Effect.map((rows) => {
+            const byIndex = new Map(rows.map((r) => [Number(r.i), r.users > 0 && r.live !== true]))
+            return keys.map((_, i) => byIndex.get(i + 1) ?? false)
+          }),
+          Effect.orDie
+        ),
+      { parallel: 4 }
+    )
+    const refuseInactive = (inactive: boolean) =>
+      inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void
+    const requireActive = (developerId: string, principalId: string) => Effect.flatMap(isInactive(developerId, principalId), refuseInactive)
+    const requireActiveNow = (developerId: string, principalId: string) => Effect.flatMap(inactiveNow({ developerId, principalId }), refuseInactive)
     const describe: DirectoryPrincipalsService["describe"] = (developerId, principalId) =>
       Effect.gen(function*() {
         const [user] = yield* sql<{ id: string; userName: string; externalId: string | null; active: boolean }>`
@@ -79,6 +104,6 @@ export const DirectoryPrincipalsLive = Layer.effect(
         Effect.map(([row]) => ({ users: Number(row?.users ?? 0), deprovisioned: Number(row?.deprovisioned ?? 0) })),
         Effect.orDie
       )
-    return { describe, isInactive, requireActive, findByVerifiedEmail, counts }
+    return { describe, isInactive, requireActive, requireActiveNow, findByVerifiedEmail, counts }
   })
 )

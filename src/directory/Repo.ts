@@ -163,14 +163,30 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
           FROM scim_group_members m JOIN scim_users u ON u.id = m.user_id
           WHERE m.group_id IN ${sql.in(groupIds)} ORDER BY m.group_id, m.user_id`
 
-  /** which of these ids are live users of the developer */
-  const existingUsers = (developerId: string, ids: ReadonlyArray<string>) =>
+  /**
+   * Locks the live users among `ids` (in id order, so two membership changes never wait on each
+   * other in a circle) and answers which exist: a user deleted meanwhile is not live once the lock
+   * is had, and cannot be deleted until the membership change commits.
+   */
+  const lockUsers = (developerId: string, ids: ReadonlyArray<string>) =>
     ids.length === 0
       ? Effect.succeed(new Set<string>())
       : Effect.map(
-        sql<{ id: string }>`SELECT id FROM scim_users WHERE developer_id = ${developerId} AND deleted_at IS NULL AND id IN ${sql.in(ids)}`,
+        sql.unsafe<{ id: string }>(
+          `SELECT id FROM scim_users WHERE developer_id = $1 AND deleted_at IS NULL AND id = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE`,
+          [developerId, [...new Set(ids)].sort()] as any
+        ),
         (rows) => new Set(rows.map((r) => r.id))
       )
+
+  /** a new version (ETag) for users whose group memberships changed (decisions §11, revised) */
+  const touchUsers = (ids: ReadonlyArray<string>, at: Date) =>
+    ids.length === 0
+      ? Effect.void
+      : Effect.asVoid(sql.unsafe(
+        `UPDATE scim_users SET version = version + 1, updated_at = $2 WHERE id = ANY($1::text[]) AND deleted_at IS NULL`,
+        [[...new Set(ids)], at] as any
+      ))
 
   const insertGroup = (id: string, developerId: string, displayName: string, externalId: string | null, at: Date) =>
     sql.unsafe<GroupRow>(
@@ -218,7 +234,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
 
   return {
     findUser, listUsers, insertUser, updateUser, updateUserAtVersion, deleteUser, groupsOfUser,
-    findGroup, listGroups, membersOf, existingUsers, insertGroup, updateGroup, changeMembers, memberIds, isMember, deleteGroup
+    findGroup, listGroups, membersOf, lockUsers, touchUsers, insertGroup, updateGroup, changeMembers, memberIds, isMember, deleteGroup
   }
 }
 

@@ -9,10 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer } from "effect"
 import { randomBytes } from "node:crypto"
-import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
 import { Config } from "../Config.ts"
-import { Grants } from "../grants/Service.ts"
-import { Passkeys, PasskeysLive } from "../passkeys/Service.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
 import { AuditedEvents } from "../platform/AuditedEvents.ts"
 import { Events } from "../platform/Events.ts"
@@ -20,7 +17,7 @@ import { BadRequest, Conflict, NotFound } from "../platform/Errors.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { GroupsLive } from "./Groups.ts"
-import { DirectorySessions } from "./Ports.ts"
+import { DirectoryRevocations, DirectorySessions } from "./Ports.ts"
 import { patchUser, readPatchBody } from "./Patch.ts"
 import { isUniqueViolation, makeRepo, type UserRow, type UserValues } from "./Repo.ts"
 import { decodeUser, USER_ATTRIBUTES, type UserInput } from "./Resources.ts"
@@ -142,9 +139,7 @@ export const DirectoryServiceLive = Layer.effect(
     const audit = yield* AuditChain
     const audited = yield* AuditedEvents
     const events = yield* Events
-    const grants = yield* Grants
-    const authorization = yield* Authorization
-    const passkeys = yield* Passkeys
+    const revocations = yield* DirectoryRevocations
     const sessions = yield* DirectorySessions
     const repo = makeRepo(sql)
 
@@ -232,10 +227,7 @@ export const DirectoryServiceLive = Layer.effect(
       Effect.gen(function*() {
         yield* sessions.endForPrincipal(developerId, row.principalId)
         if (settings.deprovision !== "revoke") return [] as ReadonlyArray<string>
-        yield* authorization.denyPendingForPrincipal(developerId, row.principalId)
-        const revoked = yield* grants.revokePrincipal(developerId, row.principalId)
-        yield* passkeys.removeForPrincipal(developerId, row.principalId)
-        return revoked
+        return yield* revocations.revokeForPrincipal(developerId, row.principalId)
       })
 
     const deprovisionedEvent = (developerId: string, row: UserRow, revoked: ReadonlyArray<string>, deleted: boolean) => ({
@@ -291,8 +283,11 @@ export const DirectoryServiceLive = Layer.effect(
         const row = yield* repo.findUser(developerId, id, true)
         if (row === undefined) return yield* Effect.fail(scimFail.notFound("User not found"))
         if (!matches(ifMatch, row.version)) return yield* Effect.fail(scimFail.preconditionFailed())
+        // compared against a copy taken before `make` runs: nothing `make` does to what it was given
+        // can hide a change (a PATCH once edited the loaded row in place and stored nothing)
+        const before = structuredClone(valuesOf(row))
         const next = yield* make(row)
-        const changed = changedAttributes(valuesOf(row), next)
+        const changed = changedAttributes(before, next)
         if (changed.length === 0) return row
         const ms = yield* nowMillis
         const updated = yield* repo.updateUser(id, next, new Date(ms))
@@ -370,6 +365,5 @@ export const DirectoryServiceLive = Layer.effect(
   })
 )
 
-export const DirectoryLive = Layer.mergeAll(DirectoryServiceLive, GroupsLive, ScimTokensLive).pipe(
-  Layer.provideMerge(Layer.merge(AuthorizationLive, PasskeysLive))
-)
+/** needs its ports (DirectorySessions, DirectoryRevocations) from the capabilities above it, composed in src/Server.ts */
+export const DirectoryLive = Layer.mergeAll(DirectoryServiceLive, GroupsLive, ScimTokensLive)

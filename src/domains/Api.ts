@@ -18,6 +18,8 @@ import { Authentication } from "../platform/Auth.ts"
 import {
   ApiKeyRouteErrors, BadRequest, BodyErrors, Conflict, DnsUnavailable, DomainVerificationFailed, NotFound
 } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { DOMAINS_DOCS } from "./Docs.ts"
 
 export const Domain = Schema.Struct({
   id: Schema.String,
@@ -66,4 +68,5 @@ export class DomainsApi extends HttpApiGroup.make("domains")
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(DOMAINS_DOCS))
 {}

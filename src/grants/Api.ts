@@ -6,9 +6,11 @@ import { CredentialRequestFields, IssuedCredentialFields } from "../credentials/
 import { Authentication } from "../platform/Auth.ts"
 import {
   AgentNotFound, AgentSuspended, ApiKeyRouteErrors, BadRequest, BodyErrors, DelegationDepthExceeded, InvalidScopes, InvalidToken,
-  NotFound, PlanLimitExceeded, PolicyDenied, ScopeEscalation
+  NotFound, PlanLimitExceeded, PolicyDenied, ScopeEscalation, PrincipalInactive
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { GRANTS_DOCS } from "./Docs.ts"
 
 export const GrantView = Schema.Struct({
   grantId: Schema.String,
@@ -21,7 +23,10 @@ export const GrantView = Schema.Struct({
   expiresAt: Schema.String,
   revokedAt: Schema.NullOr(Schema.String),
   parentGrantId: Schema.NullOr(Schema.String),
-  delegationDepth: Schema.Number
+  delegationDepth: Schema.Number,
+  /** decisions §20: how the grant was approved (null: made before this was recorded), and the approving policy */
+  approvalMethod: Schema.NullOr(Schema.Literal("consent", "sso", "passkey", "policy", "developer", "sandbox")),
+  policyId: Schema.NullOr(Schema.String)
 })
 
 const IdPath = Schema.Struct({ id: Schema.String })
@@ -32,6 +37,8 @@ export class GrantsApi extends HttpApiGroup.make("grants")
       .setUrlParams(Schema.Struct({
         agentId: Schema.optional(Schema.String),
         principalId: Schema.optional(Schema.String),
+        // decisions §22.5: the grants made for one OAuth resource server
+        resourceServerId: Schema.optional(Schema.String),
         status: Schema.optional(Schema.Literal("active", "revoked", "expired")),
         cursor: Schema.optional(Schema.String),
         limit: Schema.optional(Schema.String)
@@ -72,12 +79,17 @@ export class GrantsApi extends HttpApiGroup.make("grants")
       .addError(ScopeEscalation)
       .addError(DelegationDepthExceeded)
       .addError(InvalidScopes)
+      .addError(PrincipalInactive)
       .addError(PolicyDenied)
       .addError(PlanLimitExceeded)
   )
   .add(
     HttpApiEndpoint.post("verify", "/v1/tokens/verify")
-      .setPayload(Schema.Struct({ token: Schema.String.pipe(Schema.maxLength(10000)) }))
+      .setPayload(Schema.Struct({
+        token: Schema.String.pipe(Schema.maxLength(10000)),
+        /** decisions §22.7: the token's `aud` must contain it, else `valid: false` */
+        audience: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2048)))
+      }))
       .addSuccess(Schema.Union(
         Schema.Struct({ valid: Schema.Literal(false) }),
         Schema.Struct({
@@ -86,7 +98,10 @@ export class GrantsApi extends HttpApiGroup.make("grants")
           scopes: Schema.Array(Schema.String),
           principal: Schema.String,
           agent: Schema.String,
-          expiresAt: Schema.String
+          expiresAt: Schema.String,
+          /** an OAuth access token's (decisions §22.7): its resource and client */
+          audience: Schema.optional(Schema.String),
+          clientId: Schema.optional(Schema.String)
         })
       ))
       .addError(BadRequest)
@@ -102,4 +117,5 @@ export class GrantsApi extends HttpApiGroup.make("grants")
   )
   .middleware(Authentication)
   .addError(ApiKeyRouteErrors)
+  .pipe(documented(GRANTS_DOCS))
 {}

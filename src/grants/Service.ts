@@ -4,34 +4,21 @@
  * vault) create, find, revoke and check grants only through this service.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
-import { optionalCore } from "../anomalies/Core.ts"
-import { Credentials, CredentialsLive } from "../credentials/Service.ts"
+import { AnomalyCore } from "../anomalies/Core.ts"
+import { inTransaction } from "../platform/AuditChain.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Metrics } from "../platform/Metrics.ts"
 import { type GrantTokenClaims, Keys } from "../platform/Keys.ts"
 import { makeDirectRead } from "../platform/PgPool.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { makeCoalescer } from "../vault/Coalesce.ts"
+import { makeCoalescer } from "../platform/Coalesce.ts"
+import type { ApprovalMethod, GrantRecord } from "./Record.ts"
+import { RevocationPath } from "./Revocation.ts"
 
-export interface GrantRecord {
-  readonly id: string
-  readonly developerId: string
-  readonly agentId: string
-  readonly principalId: string
-  readonly scopes: ReadonlyArray<string>
-  readonly status: "active" | "revoked"
-  readonly audience: string | null
-  readonly issuedAt: Date
-  readonly expiresAt: Date
-  readonly revokedAt: Date | null
-  readonly parentGrantId: string | null
-  readonly delegationDepth: number
-  readonly createdAt: Date
-}
-
+export type { ApprovalMethod, GrantRecord } from "./Record.ts"
 export interface CreateGrantInput {
   readonly developerId: string
   readonly agentId: string
@@ -43,10 +30,12 @@ export interface CreateGrantInput {
   readonly delegationDepth?: number
   /** emit grant.created (default true) */
   readonly emitEvent?: boolean
-  /** decisions §13: a grant approved by a policy records it (and grant.created carries both) */
-  readonly approvedByPolicy?: string
-  /** decisions §12: approved on the consent page by the principal signed in through SSO */
-  readonly approvedBySso?: boolean
+  /** decisions §22.5: what grant.created adds for an OAuth grant (resourceServerId, clientOrigin) */
+  readonly eventExtra?: Record<string, unknown>
+  /** decisions §20: how the gate allowed it, recorded on the grant and carried by grant.created */
+  readonly approvalMethod: ApprovalMethod
+  /** the policy that approved it (approvalMethod "policy"), else null */
+  readonly policyId: string | null
 }
 
 export interface IssuedToken {
@@ -72,7 +61,9 @@ export const grantView = (g: GrantRecord, nowMs: number) => ({
   expiresAt: g.expiresAt.toISOString(),
   revokedAt: g.revokedAt?.toISOString() ?? null,
   parentGrantId: g.parentGrantId,
-  delegationDepth: g.delegationDepth
+  delegationDepth: g.delegationDepth,
+  approvalMethod: g.approvalMethod,
+  policyId: g.policyId
 })
 
 export interface GrantsService {
@@ -153,8 +144,8 @@ export const AGENT_STATUS_SQL = `CASE WHEN cardinality(g.ancestor_agent_ids) = 0
 
 export class Grants extends Context.Tag("agent-auth/Grants")<Grants, GrantsService>() {}
 
-const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
-  revoked_at, parent_grant_id, delegation_depth, created_at`
+export const GRANT_COLUMNS = `id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
+  revoked_at, parent_grant_id, delegation_depth, created_at, approval_method, policy_id`
 
 export const GrantsServiceLive = Layer.effect(
   Grants,
@@ -164,35 +155,28 @@ export const GrantsServiceLive = Layer.effect(
     const keys = yield* Keys
     const events = yield* Events
     const config = yield* Config
-    const credentials = yield* Credentials
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    const metrics = yield* Metrics
+    const revocation = yield* RevocationPath
     // decisions §14: mass revocation (AD-006) and suspended-agent use (AD-008) are seen here
-    const anomalies = yield* optionalCore
+    const anomalies = yield* AnomalyCore
     const agentDid = (agentId: string) => `did:${config.didMethod}:${agentId}`
 
+    // the caller's transaction joined, not a savepoint in it (two round trips fewer on the approval path)
     const create = (input: CreateGrantInput) =>
-      sql.withTransaction(Effect.gen(function*() {
+      inTransaction(sql, Effect.gen(function*() {
         const ms = yield* nowMillis
         const at = new Date(ms)
         const id = newId("grnt", ms)
         const rows = yield* sql.unsafe<GrantRecord>(
           `INSERT INTO grants (id, developer_id, agent_id, principal_id, scopes, status, audience, issued_at, expires_at,
-             parent_grant_id, delegation_depth, created_at, ancestor_agent_ids)
+             parent_grant_id, delegation_depth, created_at, ancestor_agent_ids, approval_method, policy_id)
            VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $7,
-             COALESCE((SELECT p.ancestor_agent_ids || p.agent_id FROM grants p WHERE p.id = $9), '{}'))
+             COALESCE((SELECT p.ancestor_agent_ids || p.agent_id FROM grants p WHERE p.id = $9), '{}'), $11, $12)
            RETURNING ${GRANT_COLUMNS}`,
           [id, input.developerId, input.agentId, input.principalId, [...input.scopes] as any, input.audience ?? null, at,
-            input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0]
+            input.expiresAt, input.parentGrantId ?? null, input.delegationDepth ?? 0, input.approvalMethod, input.policyId]
         )
         const grant = rows[0]!
-        const byPolicy = input.approvedByPolicy !== undefined
-          ? { approvalMethod: "policy", policyId: input.approvedByPolicy }
-          : input.approvedBySso === true ? { approvalMethod: "sso" } : {}
-        if (input.approvedByPolicy !== undefined) {
-          yield* sql`UPDATE grants SET approval_method = 'policy', policy_id = ${input.approvedByPolicy} WHERE id = ${grant.id}`
-        } else if (input.approvedBySso === true) {
-          yield* sql`UPDATE grants SET approval_method = 'sso' WHERE id = ${grant.id}`
-        }
         if (input.emitEvent !== false) {
           yield* events.emit(input.developerId, "grant.created", {
             grantId: grant.id,
@@ -200,11 +184,13 @@ export const GrantsServiceLive = Layer.effect(
             principalId: grant.principalId,
             scopes: [...grant.scopes],
             expiresAt: grant.expiresAt.toISOString(),
-            ...byPolicy
+            approvalMethod: grant.approvalMethod,
+            policyId: grant.policyId,
+            ...input.eventExtra
           })
         }
         return grant
-      })).pipe(Effect.orDie, Effect.tap(() => metrics?.inc("grants_issued_total")))
+      })).pipe(Effect.orDie, Effect.tap(() => metrics.inc("grants_issued_total")))
 
     const issueToken: GrantsService["issueToken"] = (grant, extra = {}) =>
       Effect.gen(function*() {
@@ -246,76 +232,19 @@ export const GrantsServiceLive = Layer.effect(
         Effect.orDie
       )
 
-    const readTree = (developerId: string, grantIds: ReadonlyArray<string>) =>
-      sql<{ id: string; parentGrantId: string | null; status: string }>`
-        WITH RECURSIVE tree AS (
-          SELECT id, parent_grant_id, status FROM grants WHERE id IN ${sql.in(grantIds)} AND developer_id = ${developerId}
-          UNION ALL
-          SELECT g.id, g.parent_grant_id, g.status FROM grants g JOIN tree t ON g.parent_grant_id = t.id
-        )
-        SELECT id, parent_grant_id, status FROM tree`
-
+    // every revocation but an anomaly response's own is a signal for mass revocation (AD-006),
+    // seen in the revoking transaction
     const revokeTrees = (developerId: string, grantIds: ReadonlyArray<string>) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const ms = yield* nowMillis
-        const at = new Date(ms)
-        // Lock the whole tree (root and every descendant) before changing it. A delegation commits its
-        // child while holding its parent's lock, so once every grant read is locked no child can be
-        // added under them; the tree is read again until no new one appears.
-        let tree = yield* readTree(developerId, grantIds)
-        if (tree.length === 0) return { ids: undefined, newly: 0 }
-        for (let locked = 0; tree.length > locked;) {
-          const ids = tree.map((g) => g.id)
-          // A consent bundle's row is locked before its grant's, the order bundle revoke takes them in.
-          yield* sql`SELECT id FROM consent_bundles WHERE grant_id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
-          yield* sql`SELECT id FROM grants WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
-          locked = ids.length
-          tree = yield* readTree(developerId, grantIds)
-        }
-        const ids = tree.map((g) => g.id)
-        const newlyRevoked = new Set(tree.filter((g) => g.status === "active").map((g) => g.id))
-        if (newlyRevoked.size > 0) {
-          const revoked = [...newlyRevoked]
-          yield* sql`UPDATE grants SET status = 'revoked', revoked_at = ${at} WHERE id IN ${sql.in(revoked)}`
-          yield* sql`UPDATE grant_tokens SET revoked_at = ${at} WHERE grant_id IN ${sql.in(revoked)} AND revoked_at IS NULL`
-          // decisions §18: the credentials' revocation bits flip in this transaction
-          yield* credentials.revokeForGrants(developerId, revoked, at)
-          for (const id of revoked) {
-            // cascade: descendants were revoked by this call too (not merely present, revoked before)
-            const cascade = tree.some((g) => g.parentGrantId === id && newlyRevoked.has(g.id))
-            yield* events.emit(developerId, "grant.revoked", { grantId: id, cascade })
-          }
-          // A consent bundle whose grant is revoked (DELETE /v1/grants/:id, or a cascade) is revoked
-          // with it, so its status, the status filter, refresh and a second revoke all agree.
-          const bundles = yield* sql<{ id: string; grantId: string }>`
-            UPDATE consent_bundles SET status = 'revoked', revoked_at = ${at}, updated_at = ${at}
-            WHERE grant_id IN ${sql.in(revoked)} AND status = 'active' RETURNING id, grant_id`
-          for (const bundle of bundles) {
-            yield* events.emit(developerId, "consent_bundle.revoked", { bundleId: bundle.id, grantId: bundle.grantId, revokedAt: at.toISOString() })
-          }
-          if (anomalies !== undefined) yield* anomalies.grantsRevoked(developerId, revoked)
-        }
-        return { ids, newly: newlyRevoked.size }
-      })).pipe(
-        Effect.orDie,
-        // counted once the revoking transaction (or savepoint) committed
-        Effect.map(({ ids, newly }) => {
-          if (newly > 0) metrics?.inc("grants_revoked_total", undefined, newly)
-          return ids
-        })
-      )
+      inTransaction(sql, Effect.gen(function*() {
+        const { ids, revokedNow } = yield* revocation.revokeTrees(developerId, grantIds)
+        if (revokedNow.length > 0) yield* anomalies.grantsRevoked(developerId, revokedNow)
+        return ids
+      })).pipe(Effect.orDie)
 
     const revoke = (developerId: string, grantId: string) => revokeTrees(developerId, [grantId])
 
-    // in slices, so no statement carries more ids than a query may have parameters
     const revokeMany = (developerId: string, grantIds: ReadonlyArray<string>) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const out: Array<string> = []
-        for (let i = 0; i < grantIds.length; i += 500) {
-          out.push(...((yield* revokeTrees(developerId, grantIds.slice(i, i + 500))) ?? []))
-        }
-        return out
-      })).pipe(Effect.orDie)
+      Effect.map(revokeTrees(developerId, grantIds), (ids) => ids ?? [])
 
     // Online checks of concurrent requests share one query (batched by the coalescer): the hot
     // path of token verification and vault exchange pays a fraction of a round trip each.
@@ -346,7 +275,7 @@ export const GrantsServiceLive = Layer.effect(
         const row = yield* lookupTokens({ grnt: claims.grnt, jti: claims.jti })
         const status = tokenStatusOf(claims, row, ms)
         // only a refused token pays for this: one of an agent that is not active (AD-008)
-        if (status === "revoked" && anomalies !== undefined && suspendedAgentToken(claims, row)) {
+        if (status === "revoked" && suspendedAgentToken(claims, row)) {
           yield* anomalies.suspendedAgentUse(claims.dev, agentIdOf(claims.agt) ?? "", claims.grnt, "token check")
         }
         return status
@@ -374,4 +303,5 @@ export const GrantsServiceLive = Layer.effect(
 )
 
 
-export const GrantsLive = GrantsServiceLive.pipe(Layer.provideMerge(CredentialsLive))
+/** needs the revocation path and the anomaly core, composed in src/Server.ts */
+export const GrantsLive = GrantsServiceLive

@@ -4,6 +4,8 @@ import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BodyErrors, BundleNotFound, InvalidRequest } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { OFFLINE_SYNC_DOCS } from "./Docs.ts"
 
 export const SyncResult = Schema.Struct({
   accepted: Schema.Number,
@@ -26,4 +28,5 @@ export class OfflineSyncApi extends HttpApiGroup.make("offlineSync")
       .addError(ApiKeyRouteErrors)
       .annotate(RatePolicy, { routeLimit: 20, routeKey: "apiKey" })
   )
+  .pipe(documented(OFFLINE_SYNC_DOCS))
 {}

@@ -160,7 +160,7 @@ export const STORE_ENTRIES_SQL = `WITH inserted AS (
 export const OfflineSyncServiceLive = Layer.effect(
   OfflineSync,
   Effect.gen(function*() {
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    const metrics = yield* Metrics
     const sql = yield* SqlClient.SqlClient
     const verifier = yield* Verifier
 
@@ -282,7 +282,6 @@ export const OfflineSyncServiceLive = Layer.effect(
     /** after commit: accepted entries, and rejected ones by their code (a fixed set) */
     const countEntries = (result: { accepted: number; errors: ReadonlyArray<{ code: string }> }) =>
       Effect.sync(() => {
-        if (metrics === undefined) return
         if (result.accepted > 0) metrics.inc("offline_entries_total", { result: "accepted" }, result.accepted)
         const byCode = new Map<string, number>()
         for (const e of result.errors) byCode.set(e.code, (byCode.get(e.code) ?? 0) + 1)

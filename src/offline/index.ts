@@ -3,15 +3,20 @@
  * while offline, and to hand its audit trail back later.
  *
  * Portable by design: no Node APIs. Hashing and signing use @noble/hashes and @noble/curves; the
- * RS256 check of the grant token uses Web Crypto (`crypto.subtle`, present in browsers, Bun, Deno,
- * Node ≥ 19 and React Native with a Web Crypto polyfill).
+ * RS256 check of the grant token uses Web Crypto (`crypto.subtle`, present in browsers, Bun, Deno and
+ * Node ≥ 19; Node 18 and React Native pass one as `{ subtle }`).
  */
 import { ed25519 } from "@noble/curves/ed25519.js"
-import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes as nobleHexToBytes, utf8ToBytes } from "@noble/hashes/utils.js"
-import { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES, utf8Length } from "./canonical.ts"
+import { bytesToHex, hexToBytes as nobleHexToBytes } from "@noble/hashes/utils.js"
+import { GENESIS_HASH } from "./canonical.ts"
+import { chainWithout, type SignedAuditEntry, signEntry } from "./chain.ts"
+import { b64urlToBytes, ed25519PublicFromSpki, ed25519SeedFromPkcs8 } from "./encoding.ts"
+import { checkEntryFields, checkRecordInput, type EntryResult, refusedByMessage } from "./validate.ts"
 
-export { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES } from "./canonical.ts"
+export { canonicalInput, delimiterFault, GENESIS_HASH, MAX_METADATA_BYTES, RESULTS } from "./canonical.ts"
+export { hashEntry, type SignedAuditEntry } from "./chain.ts"
+export { ed25519PublicFromSpki, ed25519SeedFromPkcs8 } from "./encoding.ts"
+export { type EntryResult, OfflineEntryError } from "./validate.ts"
 
 export interface Jwk {
   readonly kty: string
@@ -33,22 +38,6 @@ export interface ConsentBundle {
   readonly offlineExpiresAt: string
 }
 
-export type EntryResult = "success" | "auth_failure" | "scope_violation" | "execution_error"
-
-export interface SignedAuditEntry {
-  readonly seq: number
-  readonly timestamp: string
-  readonly action: string
-  readonly agentDID: string
-  readonly grantId: string
-  readonly scopes: ReadonlyArray<string>
-  readonly result: EntryResult
-  readonly metadata?: Record<string, unknown>
-  readonly prevHash: string
-  readonly hash: string
-  readonly signature: string
-}
-
 export interface SyncResult {
   readonly accepted: number
   readonly rejected: number
@@ -57,10 +46,21 @@ export interface SyncResult {
   readonly errors: ReadonlyArray<{ readonly seq: number; readonly code: string; readonly message: string }>
 }
 
+/** An entry the service refused as part of a whole batch, kept aside (not sent again) with the reason. */
+export interface RefusedEntry {
+  readonly entry: SignedAuditEntry
+  readonly reason: string
+}
+
 /** What `OfflineAgent.sync` did with one batch. */
 export type SyncOutcome =
   | { readonly outcome: "synced" | "wiped"; readonly result: SyncResult }
   | { readonly outcome: "kept"; readonly reason: string; readonly httpStatus?: number; readonly retryAfterSeconds?: number }
+  /** the service refused the batch as a whole (400): the entries it named are set aside, the rest stay queued */
+  | { readonly outcome: "refused"; readonly reason: string; readonly refused: ReadonlyArray<SignedAuditEntry> }
+
+/** the service's 400 INVALID_REQUEST: the batch refused as a whole, for an entry it will never take */
+const refusedAsAWhole = (answer: unknown): boolean => (answer as { code?: unknown } | null)?.code === "INVALID_REQUEST"
 
 const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0
 
@@ -101,36 +101,19 @@ export type GrantCheck =
 export const BATCH_SIZES = { metered: 50, wifi: 100, server: 500 } as const
 export const MAX_BATCH = 1000
 
-const b64urlToBytes = (s: string): Uint8Array<ArrayBuffer> => {
-  const base64 = s.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(s.length / 4) * 4, "=")
-  const binary = atob(base64)
-  const out = new Uint8Array(binary.length)
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
-  return out
+
+/**
+ * Web Crypto's `subtle`: the global one (browsers, Bun, Deno, Node 19+), or the one given (Node 18:
+ * `(await import("node:crypto")).webcrypto.subtle`; React Native: a Web Crypto polyfill's).
+ */
+const subtleOf = (given: SubtleCrypto | undefined): SubtleCrypto => {
+  const subtle = given ?? (globalThis as { crypto?: { subtle?: SubtleCrypto } }).crypto?.subtle
+  if (subtle === undefined) throw new Error("no Web Crypto here: pass { subtle } (see the kit's README)")
+  return subtle
 }
-
-const pemBody = (pem: string): Uint8Array =>
-  b64urlToBytes(pem.replace(/-----[^-]+-----/g, "").replace(/\s+/g, "").replace(/\+/g, "-").replace(/\//g, "_"))
-
-/** The 32-byte Ed25519 seed at the end of a PKCS#8 PEM (RFC 8410). */
-export const ed25519SeedFromPkcs8 = (pem: string): Uint8Array => {
-  const der = pemBody(pem)
-  if (der.length !== 48) throw new Error("not an Ed25519 PKCS#8 private key")
-  return der.slice(16)
-}
-
-/** The raw 32-byte Ed25519 public key at the end of an SPKI PEM. */
-export const ed25519PublicFromSpki = (pem: string): Uint8Array => {
-  const der = pemBody(pem)
-  if (der.length !== 44) throw new Error("not an Ed25519 SPKI public key")
-  return der.slice(12)
-}
-
-export const hashEntry = (fields: Omit<SignedAuditEntry, "hash" | "signature">): string =>
-  bytesToHex(sha256(utf8ToBytes(canonicalInput(fields))))
 
 /** Verifies the bundle's grant token offline: RS256 signature against the snapshot, `exp`, `validUntil`. */
-export const verifyGrantToken = async (bundle: ConsentBundle, nowMs: number = Date.now()): Promise<GrantCheck> => {
+export const verifyGrantToken = async (bundle: ConsentBundle, nowMs: number = Date.now(), subtle?: SubtleCrypto): Promise<GrantCheck> => {
   const parts = bundle.grantToken.split(".")
   if (parts.length !== 3) return { valid: false, reason: "malformed" }
   let header: { alg?: string; kid?: string }
@@ -146,14 +129,14 @@ export const verifyGrantToken = async (bundle: ConsentBundle, nowMs: number = Da
   if (jwk === undefined) return { valid: false, reason: "unknown_key" }
   let ok: boolean
   try {
-    const key = await crypto.subtle.importKey(
+    const key = await subtleOf(subtle).importKey(
       "jwk",
       { kty: jwk.kty, n: jwk.n, e: jwk.e, alg: "RS256", ext: true },
       { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
       false,
       ["verify"]
     )
-    ok = await crypto.subtle.verify(
+    ok = await subtleOf(subtle).verify(
       "RSASSA-PKCS1-v1_5",
       key,
       b64urlToBytes(parts[2]!) as Uint8Array<ArrayBuffer>,
@@ -174,6 +157,14 @@ export interface OfflineAgentState {
   readonly seq: number
   readonly lastHash: string
   readonly pending: ReadonlyArray<SignedAuditEntry>
+  /** entries the service refused in a whole-batch 400, with why (absent in states saved by older kits) */
+  readonly refused?: ReadonlyArray<RefusedEntry>
+}
+
+export interface OfflineAgentOptions {
+  readonly now?: () => number
+  /** Web Crypto's `subtle` where there is no global one (Node 18, React Native) */
+  readonly subtle?: SubtleCrypto
 }
 
 /**
@@ -187,28 +178,36 @@ export class OfflineAgent {
     private seq: number,
     private lastHash: string,
     private queue: Array<SignedAuditEntry>,
-    private readonly now: () => number
+    private refused: Array<RefusedEntry>,
+    private readonly now: () => number,
+    private readonly subtle: SubtleCrypto | undefined
   ) {}
 
   private problem: string | null = null
 
   /** Loads a freshly created bundle; fails when its grant token does not verify offline. */
-  static async load(bundle: ConsentBundle, options: { now?: () => number } = {}): Promise<OfflineAgent> {
+  static async load(bundle: ConsentBundle, options: OfflineAgentOptions = {}): Promise<OfflineAgent> {
     const now = options.now ?? Date.now
-    const check = await verifyGrantToken(bundle, now())
+    const check = await verifyGrantToken(bundle, now(), options.subtle)
     if (!check.valid) throw new Error(`consent bundle rejected: ${check.reason}`)
-    return new OfflineAgent(bundle, check.claims, 0, GENESIS_HASH, [], now)
+    return new OfflineAgent(bundle, check.claims, 0, GENESIS_HASH, [], [], now, options.subtle)
   }
 
-  static async restore(state: OfflineAgentState, options: { now?: () => number } = {}): Promise<OfflineAgent> {
+  static async restore(state: OfflineAgentState, options: OfflineAgentOptions = {}): Promise<OfflineAgent> {
     const now = options.now ?? Date.now
-    if (state.bundle === null) return new OfflineAgent(null, null, state.seq, state.lastHash, [...state.pending], now)
-    const check = await verifyGrantToken(state.bundle, now())
-    return new OfflineAgent(state.bundle, check.valid ? check.claims : null, state.seq, state.lastHash, [...state.pending], now)
+    const refused = [...(state.refused ?? [])]
+    if (state.bundle === null) return new OfflineAgent(null, null, state.seq, state.lastHash, [...state.pending], refused, now, options.subtle)
+    const check = await verifyGrantToken(state.bundle, now(), options.subtle)
+    return new OfflineAgent(state.bundle, check.valid ? check.claims : null, state.seq, state.lastHash, [...state.pending], refused, now, options.subtle)
   }
 
   get state(): OfflineAgentState {
-    return { bundle: this.bundle, seq: this.seq, lastHash: this.lastHash, pending: [...this.queue] }
+    return { bundle: this.bundle, seq: this.seq, lastHash: this.lastHash, pending: [...this.queue], refused: [...this.refused] }
+  }
+
+  /** Entries the service refused in a whole-batch 400, set aside with the reason (never sent again). */
+  get refusedEntries(): ReadonlyArray<RefusedEntry> {
+    return [...this.refused]
   }
 
   get wiped(): boolean {
@@ -218,19 +217,19 @@ export class OfflineAgent {
   /** Whether the agent may act now: token valid offline and the bundle not wiped. */
   async check(): Promise<GrantCheck> {
     if (this.bundle === null) return { valid: false, reason: "wiped" }
-    return verifyGrantToken(this.bundle, this.now())
+    return verifyGrantToken(this.bundle, this.now(), this.subtle)
   }
 
   /**
-   * Appends a signed entry chained to the previous one. Throws, recording nothing, for an entry the
-   * service would refuse: a delimiter inside a field (its hash input would not be unique) or
-   * metadata over 16 KiB of JSON.
+   * Appends a signed entry chained to the previous one. Throws an OfflineEntryError, recording
+   * nothing, for an entry the service would refuse (checked at run time, whatever the types said):
+   * a `result` other than success, auth_failure, scope_violation or execution_error, metadata that
+   * is not a plain JSON object of at most 16 KiB, a delimiter inside a field.
    */
   record(action: string, result: EntryResult, metadata?: Record<string, unknown>): SignedAuditEntry {
     if (this.bundle === null || this.claims === null) throw new Error("no usable consent bundle")
-    if (metadata !== undefined && utf8Length(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
-      throw new Error(`metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`)
-    }
+    const inputProblem = checkRecordInput(action, result, metadata)
+    if (inputProblem !== undefined) throw inputProblem
     const fields = {
       seq: this.seq + 1,
       timestamp: new Date(this.now()).toISOString(),
@@ -242,13 +241,11 @@ export class OfflineAgent {
       ...(metadata !== undefined ? { metadata } : {}),
       prevHash: this.lastHash
     }
-    const fault = delimiterFault(fields)
-    if (fault !== undefined) throw new Error(`entry not recorded: ${fault}`)
-    const hash = hashEntry(fields)
-    const signature = bytesToHex(ed25519.sign(utf8ToBytes(hash), ed25519SeedFromPkcs8(this.bundle.offlineAuditKey.privateKey)))
-    const entry: SignedAuditEntry = { ...fields, hash, signature }
+    const fault = checkEntryFields(fields)
+    if (fault !== undefined) throw fault
+    const entry = signEntry(fields, this.bundle.offlineAuditKey.privateKey)
     this.seq = entry.seq
-    this.lastHash = hash
+    this.lastHash = entry.hash
     this.queue.push(entry)
     return entry
   }
@@ -273,9 +270,15 @@ export class OfflineAgent {
    * them from the queue: rejected ones too, as the server would only reject them again
    * (`result.errors` says which and why). Anything else (an error body, a body of another shape, a
    * result for another batch) keeps the queue: "kept", and `lastSyncProblem` says why. On
-   * `revoked` the agent stops and wipes the bundle (token and private key).
+   * `revoked` the agent stops and wipes the bundle (token and private key). The service's 400
+   * INVALID_REQUEST (the batch refused as a whole) sets the entries it names aside: "refused".
    */
-  applySyncResult(batch: ReadonlyArray<SignedAuditEntry>, answer: unknown): "synced" | "wiped" | "kept" {
+  applySyncResult(batch: ReadonlyArray<SignedAuditEntry>, answer: unknown): "synced" | "wiped" | "kept" | "refused" {
+    // the service's 400 for the batch as a whole (an entry it will never take): set aside, never kept for good
+    if (refusedAsAWhole(answer) && this.bundle !== null) {
+      this.setAside(batch, answer)
+      return "refused"
+    }
     const problem = syncResultProblem(batch, answer)
     if (problem !== undefined) {
       this.problem = problem
@@ -339,19 +342,39 @@ export class OfflineAgent {
     } catch {
       body = undefined
     }
+    if (status === 400 && refusedAsAWhole(body)) return this.setAside(batch, body)
     if (status !== 200) {
       const code = typeof (body as { code?: unknown })?.code === "string" ? ` ${(body as { code: string }).code}` : ""
       const seconds = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : undefined
       return kept(`HTTP ${status}${code}`, { httpStatus: status, ...(seconds !== undefined ? { retryAfterSeconds: seconds } : {}) })
     }
     const outcome = this.applySyncResult(batch, body)
-    if (outcome === "kept") return kept(this.problem!, { httpStatus: status })
+    if (outcome === "kept" || outcome === "refused") return kept(this.problem!, { httpStatus: status })
     return { outcome, result: body as SyncResult }
+  }
+
+  /**
+   * A batch refused as a whole would be refused again, and hold up every entry queued after it: the
+   * entries the answer names (or the whole batch, when it names none) go aside with the reason, the
+   * entries after them are chained again without them (chain.ts), and the next sync carries on.
+   */
+  private setAside(batch: ReadonlyArray<SignedAuditEntry>, body: unknown): SyncOutcome {
+    const message = typeof (body as { message?: unknown }).message === "string" ? (body as { message: string }).message : "refused"
+    const reason = `HTTP 400 INVALID_REQUEST: ${message}`
+    const refused = refusedByMessage(batch, message)
+    if (this.bundle === null) throw new Error("bundle wiped")
+    const chained = chainWithout(this.queue, refused, this.bundle.offlineAuditKey.privateKey)
+    this.queue = chained.queue
+    this.seq = chained.seq
+    this.lastHash = chained.lastHash
+    this.refused.push(...refused.map((entry) => ({ entry, reason })))
+    this.problem = reason
+    return { outcome: "refused", reason, refused }
   }
 
   /** After POST /v1/consent-bundles/:id/refresh: new token and key; the chain carries on. */
   async replaceBundle(refreshed: ConsentBundle): Promise<void> {
-    const check = await verifyGrantToken(refreshed, this.now())
+    const check = await verifyGrantToken(refreshed, this.now(), this.subtle)
     if (!check.valid) throw new Error(`refreshed bundle rejected: ${check.reason}`)
     this.bundle = refreshed
     this.claims = check.claims

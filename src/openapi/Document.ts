@@ -1,56 +1,64 @@
 /**
  * Makes the generated OpenAPI document explain itself (issue 17 item 2), as one transform after
  * documentErrors: readable group names with a description (Groups.ts), a summary, a description and
- * examples for every operation (the tables in Operations*.ts, keyed "METHOD /path"; an endpoint's
- * own OpenApi.Summary / OpenApi.Description annotations win), the bearer security schemes declared
- * and attached, and the request bodies that handlers check by hand typed for the document
- * (Bodies.ts). The platform's decoding is untouched: nothing here changes what a request answers.
+ * examples for every operation (each capability's Docs.ts, keyed by endpoint name and attached to
+ * its group in its Api.ts; read back here from the groups, so an operation's key comes from the
+ * endpoint's own method and path; an endpoint's own OpenApi.Summary / OpenApi.Description
+ * annotations win), the bearer security schemes declared and attached, and the request bodies that
+ * handlers check by hand typed for the document (Bodies.ts, Scim.ts). The platform's decoding is
+ * untouched: nothing here changes what a request answers.
  */
+import { HttpApi, type HttpApiGroup } from "@effect/platform"
+import { Context, Option } from "effect"
+import { type OperationDoc, OperationDocs } from "../platform/OperationDocs.ts"
 import { BreachRecordBody, BreachUpdateBody, IntimationBody, jsonSchemaOf, OfflineSyncBody } from "./Bodies.ts"
+import { GrievanceBody, GrievanceUpdateBody, NominationBody, NoticeBody, RecordBody, SettingsBody, WithdrawBody } from "../dpdp/Bodies.ts"
 import { GROUPS, SECURED_BY, SECURITY_SCHEMES } from "./Groups.ts"
-import { ACCESS_OPERATIONS } from "./OperationsAccess.ts"
-import { ANOMALY_OPERATIONS } from "./OperationsAnomalies.ts"
-import { ANOMALY_CHANNEL_OPERATIONS } from "./OperationsAnomalyChannels.ts"
-import { BILLING_OPERATIONS } from "./OperationsBilling.ts"
-import { COMPLIANCE_OPERATIONS } from "./OperationsCompliance.ts"
-import { DATA_OPERATIONS } from "./OperationsData.ts"
-import { DIRECTORY_BODIES, DIRECTORY_OPERATIONS } from "./OperationsDirectory.ts"
-import { PART_TWO_OPERATIONS } from "./OperationsPartTwo.ts"
-import { POLICY_OPERATIONS } from "./OperationsPolicies.ts"
-import { SAML_OPERATIONS } from "./OperationsSaml.ts"
-import { PLATFORM_OPERATIONS } from "./OperationsPlatform.ts"
-import { SSO_OPERATIONS } from "./OperationsSso.ts"
-import { documentScim, SCIM_PREFIX } from "./Scim.ts"
+import { compileRoutes } from "../platform/RateLimit.ts"
+import { documentHeaders } from "./Headers.ts"
+import { documentScim, SCIM_BODIES, SCIM_PREFIX } from "./Scim.ts"
+import { tidyDocument } from "./Tidy.ts"
 
-export interface OperationDoc {
-  readonly summary: string
-  /** what it does, who calls it, the rules that surprise */
-  readonly description: string
-  /** an example request body (operations that read one) */
-  readonly request?: unknown
-  /** an example of the success answer's JSON body */
-  readonly response?: unknown
-  /** the success answer's media type when the handler answers another than the generated `application/json` */
-  readonly responseType?: string
-}
+/** an operation's key: its method and its path as the document writes it (`:id` → `{id}`, as OpenApi.fromApi does) */
+export const operationKey = (method: string, path: string): string => `${method.toUpperCase()} ${path.replace(/:(\w+)\??/g, "{$1}")}`
 
-export const OPERATIONS: Record<string, OperationDoc> = {
-  ...PLATFORM_OPERATIONS, ...ACCESS_OPERATIONS, ...DATA_OPERATIONS, ...PART_TWO_OPERATIONS, ...COMPLIANCE_OPERATIONS, ...DIRECTORY_OPERATIONS,
-  ...POLICY_OPERATIONS, ...BILLING_OPERATIONS, ...SSO_OPERATIONS, ...SAML_OPERATIONS, ...ANOMALY_OPERATIONS, ...ANOMALY_CHANNEL_OPERATIONS
+/** every endpoint's documentation, by operation key, read from its group's OperationDocs annotation */
+export const operationDocs = <Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<string, Groups, E, R>): ReadonlyMap<string, OperationDoc> => {
+  const docs = new Map<string, OperationDoc>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ group, endpoint }) => {
+      const doc = Context.getOption(group.annotations, OperationDocs).pipe(Option.flatMapNullable((byName) => byName[endpoint.name]))
+      if (Option.isSome(doc)) docs.set(operationKey(endpoint.method, endpoint.path), doc.value)
+    }
+  })
+  return docs
 }
 
 /** bodies read by hand, typed here for the document only */
-const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
+export const HAND_READ_BODIES: Record<string, Record<string, unknown>> = {
   "POST /v1/dpdp/breaches": jsonSchemaOf(BreachRecordBody),
   "PATCH /v1/dpdp/breaches/{breachId}": jsonSchemaOf(BreachUpdateBody),
   "POST /v1/dpdp/breaches/{breachId}/principal-intimations": jsonSchemaOf(IntimationBody),
   "POST /v1/audit/offline-sync": jsonSchemaOf(OfflineSyncBody),
-  ...DIRECTORY_BODIES
+  "POST /v1/dpdp/consent-notices": jsonSchemaOf(NoticeBody),
+  "POST /v1/dpdp/consent-records": jsonSchemaOf(RecordBody),
+  "POST /v1/dpdp/consent-records/{recordId}/withdraw": jsonSchemaOf(WithdrawBody),
+  "POST /v1/dpdp/grievances": jsonSchemaOf(GrievanceBody),
+  "PATCH /v1/dpdp/grievances/{grievanceId}": jsonSchemaOf(GrievanceUpdateBody),
+  "PUT /v1/dpdp/data-principals/{principalId}/nomination": jsonSchemaOf(NominationBody),
+  "PATCH /v1/dpdp/settings": jsonSchemaOf(SettingsBody),
+  ...SCIM_BODIES
 }
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const
 
-export const describeApi = (spec: Record<string, any>): Record<string, any> => {
+/** `spec` (the document OpenApi.fromApi made of `api`) with every operation's documentation merged in */
+export const describeApi = <Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<string, Groups, E, R>,
+  spec: Record<string, any>
+): Record<string, any> => {
+  const docs = operationDocs(api)
   spec.components ??= {}
   spec.components.securitySchemes = { ...SECURITY_SCHEMES, ...spec.components.securitySchemes }
   for (const [name, scheme] of Object.entries(SECURITY_SCHEMES)) Object.assign(spec.components.securitySchemes[name], scheme)
@@ -63,9 +71,9 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
     for (const method of METHODS) {
       const op = item[method]
       if (op === undefined) continue
-      const key = `${method.toUpperCase()} ${path}`
+      const key = operationKey(method, path)
       if (Array.isArray(op.tags)) op.tags = op.tags.map(rename)
-      const doc = OPERATIONS[key]
+      const doc = docs.get(key)
       if (doc !== undefined) {
         op.summary ??= doc.summary
         // an endpoint's own description (e.g. the vault exchange's body note) comes after ours
@@ -85,5 +93,7 @@ export const describeApi = (spec: Record<string, any>): Record<string, any> => {
       if (doc?.response !== undefined) for (const content of Object.values<any>(success?.content ?? {})) content.example = doc.response
     }
   }
-  return spec
+  const limited = new Set(compileRoutes(api).filter((r) => !r.policy.exempt).map((r) => operationKey(r.method, r.path)))
+  documentHeaders(spec, limited, operationKey)
+  return tidyDocument(spec, [{ url: "/", description: "the service that serves this document (its /openapi.json names its own address)" }])
 }

@@ -8,13 +8,25 @@ import { acceptedScopes } from "../vault/Service.ts"
 
 /** each event type's `data` fields (ids, statuses and times only; never breach text or principal lists) */
 export const EVENT_DATA: Record<EventType, string> = {
-  "grant.created": "`grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
+  "grant.created": "`grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`, `approvalMethod` (`consent`, `sso`, `passkey`, `policy`, `developer` or `sandbox`), `policyId` (the approving policy, else null)",
   "grant.revoked": "`grantId`, `cascade` (true when descendants were revoked by the same call)",
   "token.issued": "`tokenId` (the token's jti), `grantId`, `agentId`, `principalId`, `scopes`, `expiresAt`",
   "dpdp.breach.recorded": "`breachId`, `status` (`open`), `awareAt`, `affectedCount`, `boardDetailedReportDueAt`",
   "dpdp.breach.updated": "`breachId`, `status`, `previousStatus` (sent when the status changes)",
   "dpdp.breach.principal_intimation_due": "`breachId`, `awareAt`, `affectedCount`, `due` (`without_delay`)",
   "dpdp.breach.board_report_due": "`breachId`, `stage` (`approaching` or `overdue`), `overdue`, `boardDetailedReportDueAt`",
+  "dpdp.consent_notice.registered": "`noticeId`, `version`, `language`, `id` (the `notice_` id)",
+  "dpdp.consent_notice.retired": "`noticeId`, `version`, `languages`, `retiredAt`",
+  "dpdp.consent.created": "`recordId`, `grantId`, `grantIds`, `dataPrincipalId`, `consentMethod`, `automatic`",
+  "dpdp.consent.withdrawn": "`recordId`, `grantRevoked`, `dataDeleted`, `revokedGrantIds`, `grantsLeftActive`, `withdrawnBy` (never the reason)",
+  "dpdp.grievance.filed": "`grievanceId`, `referenceNumber`, `type`, `dataPrincipalId`",
+  "dpdp.grievance.updated": "`grievanceId`, `status`, `previousStatus`",
+  "dpdp.grievance.due": "`grievanceId`, `referenceNumber`, `stage` (`target_missed`, `statutory_approaching` or `statutory_overdue`), `dueAt`",
+  "dpdp.nomination.updated": "`nominationId`, `change` (`set` or `removed`)",
+  "dpdp.erasure.scheduled": "`requestId`, `pseudonym`, `scheduledFor` (decisions §21, Rule 8(2))",
+  "dpdp.erasure.due": "`requestId`, `pseudonym`, `scheduledFor`: 48 hours before a scheduled erasure runs",
+  "dpdp.erasure.completed": "`requestId`, `dataPrincipalId` (the pseudonym), `recordsErased`, `grantsRevoked`, `status`, `heldUntil`",
+  "dpdp.erasure.hold_purged": "`requestId`: the sealed one-year log hold of an erasure was purged",
   "consent_bundle.created": "`bundleId`, `agentId`, `userId`, `scopes`, `grantId`, `offlineExpiresAt`",
   "consent_bundle.revoked": "`bundleId`, `grantId`, `revokedAt`",
   "vault.credential.exchanged": "`credentialId`, `service`, `principalId`, `grantId`, `agentId`, `tokenId`, `refreshed`",
@@ -41,7 +53,11 @@ export const EVENT_DATA: Record<EventType, string> = {
   "billing.invoice.created": "`invoiceId`, `period` (`YYYY-MM`)",
   "billing.subscription.updated": "`plan`, `status`",
   "anomaly.detected": "`alertId`, `ruleId`, `severity`, `agentId` (null for a developer-wide rule), `occurrences` (1 when the alert opens, then one more per further trigger); also delivered to your anomaly channels (`/v1/anomaly/channels`)",
-  "anomaly.auto_revoked": "`alertId`, `revokedGrants` (ids of the grants an enforce-mode response revoked, descendants included)"
+  "anomaly.auto_revoked": "`alertId`, `revokedGrants` (ids of the grants an enforce-mode response revoked, descendants included)",
+  "resource_server.created": "`resourceServerId`",
+  "resource_server.updated": "`resourceServerId`, `changed` (the names of the fields that changed)",
+  "resource_server.deleted": "`resourceServerId`, `grantsRevoked`",
+  "oauth.client.registered": "`agentId`, `origin` (`dcr`, `cimd` or `api`)"
 }
 
 const eventCatalogue = () =>
@@ -65,7 +81,7 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
   system: { name: "System", description: "Health, the token-signing keys (JWKS), Prometheus metrics and this document. No API key; `/metrics` asks for `METRICS_TOKEN` as a bearer when one is configured." },
   developers: {
     name: "Developers and API keys",
-    description: "Sign up (the one call without a key: it answers your API key, shown once), read and update your account, rotate the key. " +
+    description: "Sign up (the one call without a key: it answers your API key, shown once), read and update your account, hold several named keys (`full`, or `read`: GETs and token verification only) and rotate one with a grace period. " +
       "Every other `/v1` call sends `Authorization: Bearer <API key>`. Sandbox keys (`sk_test_…`) skip the consent step: `POST /v1/authorize` answers the code at once."
   },
   agents: { name: "Agents", description: "The software agents you register, with the scopes they may ever ask for and the redirect URIs consent may return to. Called by your backend." },
@@ -93,6 +109,19 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     description: "Personal data breaches with the Board's 72-hour detailed-report deadline, status moves (open → initial_intimated → reported → closed) " +
       "and the intimations to data principals you report as sent. The service notifies no one and files nothing itself; it records and emits events."
   },
+  dpdpNotices: {
+    name: "Consent notices (DPDP)",
+    description: "Immutable notice versions with language variants and their completeness against DPDP Rule 3; a retired version binds no new consent record."
+  },
+  dpdpRecords: {
+    name: "Consent records (DPDP)",
+    description: "Records of a data principal's consent, tied to a grant and a notice version and signed by the service's credential key; " +
+      "withdrawal revokes the covered grants through the same path as DELETE /v1/grants/{id}."
+  },
+  dpdpGrievances: {
+    name: "Grievances (DPDP)",
+    description: "Data principals' grievances with a 7-day response target and the 90-day outer limit, moved through their states and alerted on a clock."
+  },
   budgets: { name: "Budgets", description: "A spending budget per grant: allocate, debit (atomic, never below zero), read the balance and the transactions. Spending past 50 % and 80 % and reaching zero emit events." },
   domains: { name: "Custom domains", description: "Domains you prove you control with a DNS TXT record." },
   passkeys: {
@@ -112,8 +141,10 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     name: "Compliance exports",
     description: "Evidence for auditors and regulators: a summary of counts, grant and audit-chain exports (signed JSON pages, or NDJSON / CSV " +
       "files streamed without a row cap), a signed evidence pack, background jobs for the large ones, and the DPDP / GDPR exports of the " +
-      "published protocol. Every export is signed with the grant-token key and checkable with the public JWKS alone (`scripts/verify-export.ts`), " +
-      "audit exports carry the anchor hash that lets a range be checked on its own, and every export is written to your audit chain."
+      "published protocol. NDJSON and CSV files hold only rows, so any reader takes them; their proof (digest, row count, anchor, a detached JWS) " +
+      "travels beside them. Every export is signed with the grant-token key and checkable with the public JWKS alone (`scripts/verify-export.ts`), " +
+      "audit exports carry the anchor hash that lets a range be checked on its own, and every export is written to your audit chain when it " +
+      "starts and when it ends."
   },
   credentials: {
     name: "Verifiable credentials and DIDs",
@@ -156,16 +187,17 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
   },
   anomalies: {
     name: "Anomaly detection",
-    description: "Alerts when your agents behave unlike themselves: ten built-in rules (velocity, scope probing, new network, off-hours, delegation depth, " +
-      "mass revocation, budget cliff, suspended-agent use, replay, stale bundle), the published protocol's four, and your own rules. Alerts are " +
+    description: "Alerts when your agents behave unlike themselves: twelve built-in rules (velocity, scope probing, new network, off-hours, delegation depth, " +
+      "mass revocation, budget cliff, suspended-agent use, replay, stale bundle, passkey counter regression, OAuth client registration flood), the published protocol's four, and your own rules. Alerts are " +
       "deduplicated (a repeat counts `occurrences`), never deleted, and each emits `anomaly.detected`. In `monitor` mode (the default) nothing else " +
-      "happens; in `enforce` mode a rule's response suspends the agent or revokes its grants through the normal paths (`grant.revoked`, `anomaly.auto_revoked`)."
+      "happens; in `enforce` mode a rule's response suspends the agent or revokes its grants through the normal paths (`grant.revoked`, `anomaly.auto_revoked`), " +
+      "once per alert (a further occurrence does not respond again)."
   },
   billing: {
     name: "Billing and usage",
     description: "Your plan, its limits and this month's use, invoices issued when a month closes, and usage per day. Quotas of a plan without an overage price " +
       "stop `POST /v1/authorize` and code exchange at 100 % (402 `QUOTA_EXCEEDED`); refresh never stops. Resource caps (agents, webhook endpoints, policies, " +
-      "SSO connections, active grants) answer 402 `PLAN_LIMIT_EXCEEDED` where one more would be made; active grants are checked where one is asked for " +
+      "SSO connections, active grants, resource servers) answer 402 `PLAN_LIMIT_EXCEEDED` where one more would be made; active grants are checked where one is asked for " +
       "(`POST /v1/authorize`, delegation, consent bundles). Checkout and portal need a payment provider (503 until one is configured)."
   },
   ssoConnections: {
@@ -184,6 +216,26 @@ export const GROUPS: Record<string, { readonly name: string; readonly descriptio
     name: "Anomaly detection: alert channels",
     description: "Webhook and Slack destinations for anomaly alerts, delivered by the webhook machinery (signatures, retries, SSRF rules) with a delivery history per channel."
   },
+  console: {
+    name: "Developer console",
+    description: "The console's pages at `/console` (decisions §23): server-rendered HTML signed in with an API key, acting only through the operations of this document."
+  },
+  events: {
+    name: "Live events",
+    description: "Server-sent events from the outbox: the webhook payloads, live, resumable with `Last-Event-ID` (decisions §23)."
+  },
+  resourceServers: {
+    name: "OAuth: resource servers",
+    description: "The APIs and MCP servers your OAuth issuer protects (decisions §22): register one (its identifier is the tokens' audience), and finish a sign-in of the developer login bridge."
+  },
+  oauth: {
+    name: "OAuth 2.1 authorization server",
+    description: "Your issuer `/oauth/<developerId>`: RFC 8414 and RFC 9728 metadata, dynamic client registration, the authorization endpoint (PKCE S256, `resource`), the token endpoint (RFC 9068 access tokens, rotated refresh tokens), introspection and revocation. Errors are RFC 6749's `{ error, error_description }`."
+  },
+  oauthSignIn: {
+    name: "OAuth: sign-in",
+    description: "The person's browser signs in at your issuer during an authorization (decisions §22.5): the chooser at `/login` links here. SSO (your connections, a live session reused), a usernameless passkey, or your own login page; `fidoRequired` adds a passkey after any of them. Every step needs the `__Host-oauth_ix` cookie `/authorize` set."
+  },
   webhooks: { name: "Webhooks", description: `Signed notifications of what happened, with retries, history, replay and secret rotation.\n\n${eventCatalogue()}` }
 }
 
@@ -198,7 +250,7 @@ export const SECURITY_SCHEMES: Record<string, Record<string, unknown>> = {
     type: "http",
     scheme: "bearer",
     bearerFormat: "sk_live_… / sk_test_…",
-    description: "Your developer API key, from `POST /v1/signup` (shown once) or `POST /v1/keys/rotate`. Keep it on your backend; never ship it to a device or browser."
+    description: "Your developer API key, from `POST /v1/signup`, `POST /v1/keys` or `POST /v1/keys/rotate` (each shown once). A `read` key is refused anything but GETs, `POST /v1/tokens/verify` and its own rotation (403 `INSUFFICIENT_KEY_SCOPE`). Keep it on your backend; never ship it to a device or browser."
   },
   grantToken: {
     type: "http",

@@ -3,10 +3,13 @@
  * bodies themselves and answer everything, errors included, as `application/scim+json` in the RFC
  * 7644 shape, so the generated document knows none of it. `documentScim` adds, per operation, the
  * SCIM token scheme, both accepted body media types, the answer's media type and the SCIM errors the
- * operation can answer (Document.ts calls it after the operation's own documentation).
+ * operation can answer (Document.ts calls it after the operation's own documentation); SCIM_BODIES
+ * types the bodies those handlers read.
  */
 
 export const SCIM_PREFIX = "/scim/v2/"
+/** discovery (ServiceProviderConfig, ResourceTypes, Schemas) needs no token (decisions §11, revised) */
+export const isScimDiscovery = (path: string) => /^\/scim\/v2\/(ServiceProviderConfig|ResourceTypes|Schemas)(\/|$)/.test(path)
 const URN_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
 
 export const SCIM_ERROR_SCHEMA = {
@@ -22,10 +25,50 @@ export const SCIM_ERROR_SCHEMA = {
   additionalProperties: false
 }
 
+const str = { type: "string" }
+const userSchema = {
+  type: "object",
+  required: ["userName"],
+  additionalProperties: true,
+  properties: {
+    schemas: { type: "array", items: str }, userName: str, externalId: str, displayName: str, active: { type: ["boolean", "string"] },
+    name: { type: "object", additionalProperties: true, properties: { givenName: str, familyName: str, formatted: str } },
+    emails: { type: "array", items: { type: "object", additionalProperties: true, properties: { value: str, type: str, primary: { type: ["boolean", "string"] } } } },
+    phoneNumbers: { type: "array", items: { type: "object", additionalProperties: true, properties: { value: str, type: str } } }
+  }
+}
+const groupSchema = {
+  type: "object",
+  required: ["displayName"],
+  additionalProperties: true,
+  properties: {
+    schemas: { type: "array", items: str }, displayName: str, externalId: str,
+    members: { type: "array", items: { type: "object", additionalProperties: true, properties: { value: str, display: str } } }
+  }
+}
+const patchSchema = {
+  type: "object",
+  required: ["schemas", "Operations"],
+  properties: {
+    schemas: { type: "array", items: str },
+    Operations: { type: "array", items: { type: "object", additionalProperties: true, properties: { op: str, path: str, value: {} } } }
+  }
+}
+
+/** the SCIM bodies the handlers read themselves, typed for the document only */
+export const SCIM_BODIES: Record<string, Record<string, unknown>> = {
+  "POST /scim/v2/Users": userSchema,
+  "PUT /scim/v2/Users/{id}": userSchema,
+  "PATCH /scim/v2/Users/{id}": patchSchema,
+  "POST /scim/v2/Groups": groupSchema,
+  "PUT /scim/v2/Groups/{id}": groupSchema,
+  "PATCH /scim/v2/Groups/{id}": patchSchema
+}
+
 /** the SCIM errors an operation answers besides the gate's (401, 429, 500, 503) */
-const ERRORS: Record<string, Record<number, string>> = {}
+export const SCIM_ERRORS: Record<string, Record<number, string>> = {}
 const BODY_ERRORS = { 413: "the body is over 1 MiB", 415: "the body is neither application/scim+json nor application/json" }
-const errors = (key: string, statuses: Record<number, string>) => { ERRORS[key] = statuses }
+const errors = (key: string, statuses: Record<number, string>) => { SCIM_ERRORS[key] = statuses }
 errors("GET /scim/v2/ResourceTypes/{id}", { 404: "no such resource type" })
 errors("GET /scim/v2/Schemas/{id}", { 404: "no such schema" })
 errors("GET /scim/v2/Users", { 400: "`invalidFilter` (syntax, over 1,000 characters or 20 comparisons, an unknown attribute), `invalidValue` (`startIndex` or `count` not an integer)" })
@@ -51,7 +94,8 @@ const GATE: Record<number, string> = {
 export const documentScim = (spec: Record<string, any>, key: string, op: Record<string, any>) => {
   spec.components.schemas ??= {}
   spec.components.schemas.ScimError = SCIM_ERROR_SCHEMA
-  op.security = [{ scimToken: [] }]
+  const path = key.slice(key.indexOf(" ") + 1)
+  op.security = isScimDiscovery(path) ? [] : [{ scimToken: [] }]
   // Okta and Entra ID send application/scim+json; application/json is read the same
   const body = op.requestBody?.content?.["application/json"]
   if (body !== undefined) op.requestBody.content = { "application/scim+json": body, "application/json": body }
@@ -61,7 +105,8 @@ export const documentScim = (spec: Record<string, any>, key: string, op: Record<
     }
     if (Number(status) >= 400) delete op.responses[status]
   }
-  for (const [status, why] of Object.entries({ ...ERRORS[key], ...GATE })) {
+  const { 401: unauthorized, ...gate } = GATE
+  for (const [status, why] of Object.entries({ ...SCIM_ERRORS[key], ...gate, ...(isScimDiscovery(path) ? {} : { 401: unauthorized }) })) {
     op.responses[status] = { description: why, content: { "application/scim+json": { schema: { $ref: "#/components/schemas/ScimError" } } } }
   }
 }

@@ -32,8 +32,10 @@ import { Authentication } from "../platform/Auth.ts"
 import {
   AgentSuspended, ApiKeyRouteErrors, AttestationAnchorsRequired, AuthenticatorNotAllowed, BadRequest, BodyErrors, Conflict,
   CredentialNotAllowed, FidoRequired, Forbidden, Gone, InvalidChallenge, NoCredentials, NotFound, PasskeyCounterRegressed, PasskeyVerificationFailed,
-  PrincipalInactive, PrincipalMismatch, RequestNotPending, TooManyCredentials, UnknownCredential
+  PolicyDenied, PrincipalInactive, PrincipalMismatch, RequestNotPending, TooManyCredentials, UnknownCredential
 } from "../platform/Errors.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { PASSKEYS_DOCS } from "./Docs.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
 const B64 = Schema.String.pipe(Schema.maxLength(16_384))
@@ -225,8 +227,10 @@ export class PasskeysApi extends HttpApiGroup.make("passkeys")
       .addError(FidoRequired)
       .addError(PrincipalInactive)
       .addError(PrincipalMismatch)
+      .addError(PolicyDenied)
       .addError(Forbidden)
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(PASSKEYS_DOCS))
 {}

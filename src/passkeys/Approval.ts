@@ -1,13 +1,11 @@
 /**
  * What passkeys need from the authorization capability: read a pending authorization request, and
- * approve it once a passkey assertion is verified. The `Authorization` service of
- * src/authorization/Service.ts provides exactly this interface; this port keeps the passkey code
- * independent of the rest of that service.
+ * approve it once a passkey assertion is verified: a port passkeys own and authorization provides
+ * (src/authorization/PasskeyApproval.ts), so the passkey code does not import that service.
  */
-import { Authorization, AuthorizationLive } from "../authorization/Service.ts"
-import { Context, Effect, Layer } from "effect"
-import type { SsoApproval } from "../authorization/Service.ts"
-import type { AgentSuspended, FidoRequired, Forbidden, Gone, NotFound, PrincipalInactive, PrincipalMismatch } from "../platform/Errors.ts"
+import { Context, type Effect } from "effect"
+import type { SsoApproval } from "../authorization/SsoBinding.ts"
+import type { AgentSuspended, FidoRequired, Forbidden, Gone, NotFound, PolicyDenied, PrincipalInactive, PrincipalMismatch } from "../platform/Errors.ts"
 
 export interface PendingRequest {
   readonly id: string
@@ -26,20 +24,12 @@ export interface ApprovalResult {
 }
 
 /** what approving can fail with (a request decided meanwhile, an agent suspended meanwhile) */
-export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden
+export type ApprovalError = Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden | PolicyDenied
 
 export interface ApprovalService {
   readonly getPendingRequest: (authRequestId: string) => Effect.Effect<PendingRequest | undefined, unknown>
-  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true; readonly sso?: SsoApproval | undefined }) => Effect.Effect<ApprovalResult, ApprovalError>
+  readonly approveRequest: (authRequestId: string, options: { readonly fidoVerified: true; readonly sso: Effect.Effect<SsoApproval | undefined> }) => Effect.Effect<ApprovalResult, ApprovalError>
 }
 
 export class Approval extends Context.Tag("agent-auth/PasskeyApproval")<Approval, ApprovalService>() {}
 
-/** Delegates to the authorization capability, which owns requests, grants and codes. */
-export const ApprovalLive = Layer.effect(
-  Approval,
-  Effect.map(Authorization, (authorization) => ({
-    getPendingRequest: (authRequestId) => authorization.getPendingRequest(authRequestId),
-    approveRequest: (authRequestId, options) => authorization.approveRequest(authRequestId, options)
-  }))
-).pipe(Layer.provide(AuthorizationLive))

@@ -9,11 +9,11 @@
  * against those anchors.
  */
 import type { SqlClient } from "@effect/sql"
-import { MetadataService, SettingsService } from "@simplewebauthn/server"
 import { Effect } from "effect"
 import type { AppConfig } from "../Config.ts"
 import { AttestationAnchorsRequired, BadRequest } from "../platform/Errors.ts"
 import { normaliseAaguid } from "./Aaguids.ts"
+import { webauthn } from "./Library.ts"
 
 export interface AttestationPolicy {
   readonly attestation: "none" | "direct"
@@ -38,6 +38,8 @@ export const configureTrustAnchors = (trust: AppConfig["webauthnTrust"]) =>
   Effect.promise(async () => {
     if (configuredFor === trust) return
     configuredFor = trust
+    if (!hasAnchors(trust)) return
+    const { MetadataService, SettingsService } = await webauthn()
     if (trust.roots.length > 0) {
       for (const identifier of CHAINED_FORMATS) {
         const existing = SettingsService.getRootCertificates({ identifier })

@@ -5,8 +5,7 @@
  * provider name and backup flags once the attestation policy allows it (fido.registered).
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import { MetadataService, generateRegistrationOptions, type RegistrationResponseJSON, verifyRegistrationResponse } from "@simplewebauthn/server"
-import { decodeAttestationObject } from "@simplewebauthn/server/helpers"
+import type { RegistrationResponseJSON } from "@simplewebauthn/server"
 import { Effect } from "effect"
 import type { AppConfig } from "../Config.ts"
 import { AuthenticatorNotAllowed, Conflict, type InvalidChallenge, type PasskeyVerificationFailed, TooManyCredentials } from "../platform/Errors.ts"
@@ -14,6 +13,7 @@ import type { EventsService } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { providerName } from "./Aaguids.ts"
+import { webauthn, webauthnHelpers } from "./Library.ts"
 import { type makePolicyStore, policyRefusal } from "./Attestation.ts"
 import { CHALLENGE_TTL_MS, invalidChallenge, type makeChallenges, verificationFailed } from "./Challenges.ts"
 import { CREDENTIAL_COLUMNS, type CredentialRow, type CredentialView, credentialView, type makeCredentialStore, MAX_CREDENTIALS_PER_PRINCIPAL } from "./Credentials.ts"
@@ -42,8 +42,8 @@ export const makeRegistration = (deps: {
       if (existing.length >= MAX_CREDENTIALS_PER_PRINCIPAL) return yield* Effect.fail(tooMany())
       const policy = yield* policies.get(developerId)
       const handle = yield* store.userHandle(developerId, principalId, { create: true, at: new Date(yield* nowMillis) })
-      const publicKey = yield* Effect.promise(() =>
-        generateRegistrationOptions({
+      const publicKey = yield* Effect.promise(async () =>
+        (await webauthn()).generateRegistrationOptions({
           rpName,
           rpID: rpId,
           userName: principalId,
@@ -76,8 +76,8 @@ export const makeRegistration = (deps: {
       if (challenge === undefined) return yield* Effect.fail(invalidChallenge())
       const response = input.response as RegistrationResponseJSON
       const result = yield* Effect.tryPromise({
-        try: () =>
-          verifyRegistrationResponse({
+        try: async () =>
+          (await webauthn()).verifyRegistrationResponse({
             response: { ...response, clientExtensionResults: response.clientExtensionResults ?? {} },
             expectedChallenge: challenge.challenge,
             expectedOrigin: origin,
@@ -128,10 +128,10 @@ export const makeRegistration = (deps: {
   /** the registration carried a certificate chain checked against a local anchor */
   const attestedByAnchor = (attestationObject: Uint8Array, aaguid: string) =>
     Effect.promise(async () => {
-      const x5c = decodeAttestationObject(new Uint8Array(attestationObject)).get("attStmt").get("x5c")
+      const x5c = (await webauthnHelpers()).decodeAttestationObject(new Uint8Array(attestationObject)).get("attStmt").get("x5c")
       if (!Array.isArray(x5c) || x5c.length === 0) return false
       if (config.webauthnTrust.roots.length > 0) return true
-      return config.webauthnTrust.statements.length > 0 && (await MetadataService.getStatement(aaguid)) !== undefined
+      return config.webauthnTrust.statements.length > 0 && (await (await webauthn()).MetadataService.getStatement(aaguid)) !== undefined
     })
 
   return { registrationOptions, verifyRegistration }

@@ -14,10 +14,10 @@
  * - Management (decisions §17): random user handles, discoverable credentials, provider names,
  *   backup flags, rename, soft delete, at most 20 per principal, the Signal API data and the
  *   attestation policy (./Credentials.ts, ./Attestation.ts). A counter that goes backwards is a
- *   cloned authenticator: 403 and an entry on the audit chain.
+ *   cloned authenticator: 403, an entry on the audit chain and an AD-011 alert (through the
+ *   PasskeySignals port, ./Signals.ts).
  */
 import { SqlClient } from "@effect/sql"
-import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyAuthenticationResponse } from "@simplewebauthn/server"
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
@@ -31,12 +31,17 @@ import type { CursorPosition } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { type AttestationPolicy, configureTrustAnchors, makePolicyStore } from "./Attestation.ts"
 import type { SsoApproval } from "../authorization/Service.ts"
-import { Approval, ApprovalLive, type ApprovalError, type PendingRequest } from "./Approval.ts"
-import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges, verificationFailed } from "./Challenges.ts"
+import { Approval, type ApprovalError, type PendingRequest } from "./Approval.ts"
+import { CHALLENGE_TTL_MS, invalidChallenge, makeChallenges } from "./Challenges.ts"
+import { makeAssertionCheck } from "./Assertion.ts"
+import { makeSignIn, type SignedInWithPasskey } from "./SignIn.ts"
+import { webauthn } from "./Library.ts"
 import { authenticatorType, type CredentialView, credentialView, makeCredentialStore } from "./Credentials.ts"
 import { makeRegistration } from "./Registration.ts"
+import { PasskeySignals } from "./Signals.ts"
 
 export { credentialView } from "./Credentials.ts"
+export type { SignedInWithPasskey } from "./SignIn.ts"
 
 type Options = { challengeId: string; publicKey: Record<string, unknown> }
 
@@ -91,6 +96,17 @@ export interface PasskeysService {
     /** the consent page's SSO sign-in, when the developer enforces SSO (decisions §12) */
     sso?: SsoApproval
   ) => Effect.Effect<AssertionOutcome, AssertionError>
+  /**
+   * OAuth sign-in (decisions §22.5): usernameless options bound to an authorization request, or,
+   * with `principalId`, the second factor offering only that principal's passkeys
+   */
+  readonly signInOptions: (developerId: string, authRequestId: string, principalId?: string) => Effect.Effect<Options, NoCredentials>
+  /** the principal the assertion signs in (user handle and counter checked); approves nothing */
+  readonly verifySignIn: (
+    developerId: string,
+    authRequestId: string,
+    input: { readonly challengeId: string; readonly response: unknown }
+  ) => Effect.Effect<SignedInWithPasskey, SignInError>
   /** consent page helpers: the developer is the pending request's own */
   readonly assertionOptionsForRequest: (authRequestId: string) => Effect.Effect<Options, NotFound | NoCredentials>
   readonly verifyAssertionForRequest: (
@@ -110,6 +126,9 @@ export interface SignalInfo {
 
 export class Passkeys extends Context.Tag("agent-auth/Passkeys")<Passkeys, PasskeysService>() {}
 
+/** the errors a sign-in assertion may answer with */
+export type SignInError = InvalidChallenge | PasskeyVerificationFailed | PasskeyCounterRegressed | CredentialNotAllowed | UnknownCredential
+
 /** the errors an assertion may answer with (the approval's own included); anything else is a defect */
 export type AssertionError =
   | InvalidChallenge | PasskeyVerificationFailed | PasskeyCounterRegressed | CredentialNotAllowed | UnknownCredential
@@ -123,6 +142,7 @@ export const PasskeysServiceLive = Layer.effect(
     const approval = yield* Approval
     const events = yield* Events
     const chain = yield* AuditChain
+    const signals = yield* PasskeySignals
     const { rpId, origin } = config.webauthn
     const store = makeCredentialStore(sql)
     const policies = makePolicyStore(sql, config.webauthnTrust)
@@ -131,6 +151,8 @@ export const PasskeysServiceLive = Layer.effect(
     const notFound = () => new NotFound({ message: "Passkey not found" })
 
     const { storeChallenge, consumeChallenge } = makeChallenges(sql)
+    const assertions = makeAssertionCheck({ sql, origin, rpId, store, chain, signals })
+    const { signInOptions, verifySignIn } = makeSignIn({ sql, rpId, store, challenges: { storeChallenge, consumeChallenge }, assertions })
     const { registrationOptions, verifyRegistration } = makeRegistration({ sql, config, events, store, policies, storeChallenge, consumeChallenge })
 
     const listCredentials: PasskeysService["listCredentials"] = (developerId, principalId, page) => store.page(developerId, principalId, page)
@@ -185,8 +207,8 @@ export const PasskeysServiceLive = Layer.effect(
         if (credentials.length === 0) {
           return yield* Effect.fail(new NoCredentials({ message: "The principal has no registered passkey" }))
         }
-        const publicKey = yield* Effect.promise(() =>
-          generateAuthenticationOptions({
+        const publicKey = yield* Effect.promise(async () =>
+          (await webauthn()).generateAuthenticationOptions({
             rpID: rpId,
             allowCredentials: credentials.map((c) => ({ id: c.credentialId, transports: [...c.transports] })),
             userVerification: "required",
@@ -202,13 +224,6 @@ export const PasskeysServiceLive = Layer.effect(
         })
         return { challengeId, publicKey: publicKey as unknown as Record<string, unknown> }
       })
-
-    /** an active credential of any developer carries this id (then it is not "unknown" to the authenticator) */
-    const registeredAnywhere = (credentialId: string) =>
-      sql`SELECT 1 FROM webauthn_credentials WHERE credential_id = ${credentialId} AND deleted_at IS NULL LIMIT 1`.pipe(
-        Effect.map((rows) => rows.length > 0),
-        Effect.orDie
-      )
 
     const noPendingRequest = () => new NotFound({ message: "No pending authorization request with this id" })
 
@@ -233,61 +248,20 @@ export const PasskeysServiceLive = Layer.effect(
         if (expectedAuthRequestId !== undefined && challenge.authRequestId !== expectedAuthRequestId) {
           return yield* Effect.fail(invalidChallenge())
         }
-        const response = input.response as AuthenticationResponseJSON
-        const credential = yield* store.byCredentialId(developerId, response.id)
         const request = yield* pendingRequest(challenge.authRequestId, developerId)
         if (request === undefined) {
           return yield* Effect.fail(new RequestNotPending({ message: "The authorization request is no longer pending" }))
         }
-        if (credential === undefined && !(yield* registeredAnywhere(response.id))) {
-          // deleted or never registered: the page may tell the authenticator (signalUnknownCredential)
-          return yield* Effect.fail(new UnknownCredential({ message: "This passkey is not registered (or was deleted)" }))
-        }
-        if (credential === undefined || credential.principalId !== request.principalId || credential.principalId !== challenge.principalId) {
-          return yield* Effect.fail(new CredentialNotAllowed({ message: "This passkey is not registered to the request's principal" }))
-        }
-        const storedCounter = Number(credential.counter)
-        const result = yield* Effect.tryPromise({
-          try: () =>
-            verifyAuthenticationResponse({
-              response: { ...response, clientExtensionResults: response.clientExtensionResults ?? {} },
-              expectedChallenge: challenge.challenge,
-              expectedOrigin: origin,
-              expectedRPID: rpId,
-              credential: {
-                id: credential.credentialId,
-                publicKey: new Uint8Array(Buffer.from(credential.publicKey, "base64url")),
-                // the counter is compared below, once the signature is known to be genuine
-                counter: 0,
-                transports: [...credential.transports] as any
-              },
-              requireUserVerification: true
-            }),
-          catch: (e) => verificationFailed(e instanceof Error ? e.message : "invalid response")
-        })
-        const info = result.authenticationInfo
-        if (!result.verified) return yield* Effect.fail(verificationFailed("the signature does not verify"))
-        if (!info.userVerified) return yield* Effect.fail(verificationFailed("user verification is required"))
-        const ms = yield* nowMillis
-        if ((info.newCounter > 0 || storedCounter > 0) && info.newCounter <= storedCounter) {
-          // a genuine signature with a counter that did not grow: a cloned authenticator
-          yield* chain.append({
-            developerId,
-            action: "service.passkey.counter_regression",
-            principalId: credential.principalId,
-            metadata: { passkeyId: credential.id, storedCounter, presentedCounter: info.newCounter, authRequestId: challenge.authRequestId }
-          })
-          return yield* Effect.fail(new PasskeyCounterRegressed({ message: "Passkey verification failed: the signature counter went backwards (a cloned authenticator?)" }))
-        }
-        const assertedAt = new Date(ms)
+        const checked = yield* assertions.check(
+          developerId,
+          { challenge: challenge.challenge, response: input.response, authRequestId: challenge.authRequestId },
+          (credential) => Effect.succeed(credential.principalId === request.principalId && credential.principalId === challenge.principalId)
+        )
+        const { credential, response, info } = checked
+        const assertedAt = new Date(yield* nowMillis)
         const approved = yield* sql.withTransaction(Effect.gen(function*() {
-          // compare-and-set: a concurrent assertion that already advanced the counter wins
-          const advanced = yield* sql`
-            UPDATE webauthn_credentials SET counter = ${info.newCounter}, last_used_at = ${assertedAt}, use_count = use_count + 1,
-              backed_up = ${info.credentialBackedUp}
-            WHERE id = ${credential.id} AND counter = ${storedCounter} AND deleted_at IS NULL RETURNING id`
-          if (advanced.length === 0) return yield* Effect.fail(verificationFailed("the signature counter did not advance"))
-          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true, sso })
+          yield* assertions.advance(checked, assertedAt)
+          const approved = yield* approval.approveRequest(challenge.authRequestId!, { fidoVerified: true, sso: Effect.succeed(sso) })
           yield* events.emit(developerId, "fido.assertion", { id: credential.id, authRequestId: challenge.authRequestId, grantId: approved.grantId })
           return approved
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -325,6 +299,8 @@ export const PasskeysServiceLive = Layer.effect(
       putPolicy,
       assertionOptions,
       verifyAssertion,
+      signInOptions,
+      verifySignIn,
       assertionOptionsForRequest,
       verifyAssertionForRequest
     }
@@ -332,4 +308,5 @@ export const PasskeysServiceLive = Layer.effect(
 )
 
 /** The capability's services, provided to its handlers and to other capabilities. */
-export const PasskeysLive = PasskeysServiceLive.pipe(Layer.provide(ApprovalLive))
+/** needs its Approval port, which authorization provides (src/authorization/PasskeyApproval.ts), composed in src/Server.ts */
+export const PasskeysLive = PasskeysServiceLive

@@ -14,9 +14,12 @@
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, FiberRef, Option } from "effect"
 import { Config } from "../Config.ts"
-import { ApiKeys, bearerOf, CurrentGate, type Developer, type GateState, ScimTokenResolver } from "./Auth.ts"
+import { ApiKeys, bearerOf, CurrentGate, type Developer, type GateState, readKeyMayCall, readKeyRefusal, type ResolvedKey, ScimTokenResolver } from "./Auth.ts"
+import { PreReadBody } from "./Body.ts"
 import { Counters, type HitResult, makeMemoryStore, type WindowCheck } from "./Counters.ts"
+import { sha256Hex } from "./Hash.ts"
 import { errorResponse, newRequestId } from "./HttpEnvelope.ts"
+import { idempotent } from "./Idempotency.ts"
 import { Keys } from "./Keys.ts"
 import { Metrics } from "./Metrics.ts"
 import {
@@ -24,6 +27,8 @@ import {
   type CompiledRoute,
   compileRoutes,
   HOUR_MS,
+  issuerDeveloperOf,
+  oauthClientOf,
   PeerAddress,
   type RatePolicyValue,
   routeMatcher,
@@ -61,6 +66,10 @@ export interface GateInput {
   readonly forwardedFor: string | undefined
   /** the socket peer, when the server knows it */
   readonly peer: string | undefined
+  /** the OAuth client the request names, on a route limited per client (RatePolicyValue.perOAuthClient) */
+  readonly oauthClient?: string | undefined
+  /** the developer of an issuer path `/oauth/<developerId>/…` */
+  readonly issuerDeveloper?: string | undefined
 }
 
 type Check = WindowCheck & { readonly name: string; readonly code: "RATE_LIMITED" | "RATE_LIMIT_EXCEEDED" }
@@ -69,6 +78,8 @@ type Check = WindowCheck & { readonly name: string; readonly code: "RATE_LIMITED
 interface Plan {
   readonly checks: Array<Check>
   unauthorized: boolean
+  /** a `read` key on an operation it may not call (decisions §2): 403 once counted */
+  readOnly: boolean
   readonly routeId: string
   readonly windowStart: number
   readonly resetSeconds: number
@@ -83,7 +94,8 @@ export const makeAdmission = Effect.gen(function*() {
   const counters = yield* Counters
   const keys = yield* Keys
   const apiKeys = yield* ApiKeys
-  const scimTokens = yield* Effect.serviceOption(ScimTokenResolver)
+  // required: the directory provides it (src/directory/Tokens.ts); SCIM requests authenticate here
+  const scimTokens = yield* ScimTokenResolver
   const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
   // the service's clock (TestClock in tests), read without a fiber by admitNow
   const clock = yield* Effect.clock
@@ -100,6 +112,7 @@ export const makeAdmission = Effect.gen(function*() {
     return {
       checks: [],
       unauthorized: false,
+      readOnly: false,
       routeId: route?.id ?? "unmatched",
       windowStart,
       resetSeconds: Math.max(1, Math.ceil((windowStart + WINDOW_MS - now) / 1000))
@@ -137,6 +150,15 @@ export const makeAdmission = Effect.gen(function*() {
       code: "RATE_LIMIT_EXCEEDED"
     })
   }
+  /** An API-key request's caller, recorded for the handlers, and its windows. */
+  const admitKey = (p: Plan, route: CompiledRoute, resolved: ResolvedKey | undefined, state: GateState, address: () => string) => {
+    if (resolved !== undefined) {
+      state.developer = resolved.developer
+      state.apiKey = resolved.key
+      p.readOnly = resolved.key.scope === "read" && !readKeyMayCall(route.method, route.path)
+    }
+    addApiKeyChecks(p, route.policy, resolved?.developer, address)
+  }
   /** A full window: the 429 of the first window that was full. */
   const refusal = (p: Plan, hit: HitResult, requestId: string) => {
     if (hit.rejectedBy < 0) return undefined
@@ -165,6 +187,7 @@ export const makeAdmission = Effect.gen(function*() {
         : "Invalid or missing API key"
       return errorResponse(401, "UNAUTHORIZED", message, state.requestId, headers)
     }
+    if (p.readOnly) return errorResponse(403, "INSUFFICIENT_KEY_SCOPE", readKeyRefusal, state.requestId, headers)
     state.rateHeaders = headers
     return undefined
   }
@@ -190,7 +213,7 @@ export const makeAdmission = Effect.gen(function*() {
           addRouteCheck(p, policy, `jti:${claims.jti}`)
         }
       } else if (policy.scimToken) {
-        const resolved = bearer === undefined || scimTokens._tag === "None" ? undefined : yield* scimTokens.value.resolve(bearer)
+        const resolved = bearer === undefined ? undefined : yield* scimTokens.resolve(bearer)
         if (resolved === undefined) {
           p.unauthorized = true
           addRouteCheck(p, policy, `addr:${address}`)
@@ -202,10 +225,19 @@ export const makeAdmission = Effect.gen(function*() {
           p.checks.push({ key: `${counters.prefix}rl:scim:${resolved.tokenId}:${p.windowStart}`, limit: scaled(SCIM_PER_TOKEN), name: "scim-token", code: "RATE_LIMITED" })
         }
       } else if (route?.apiKey) {
-        const developer = bearer === undefined ? undefined : yield* apiKeys.resolve(bearer)
-        if (developer !== undefined) state.developer = developer
-        addApiKeyChecks(p, policy, developer, () => address)
+        admitKey(p, route, bearer === undefined ? undefined : yield* apiKeys.resolve(bearer), state, () => address)
       } else {
+        if (policy.perOAuthClient !== undefined && input.oauthClient !== undefined) {
+          // hashed: a CIMD client id is a URL of up to 2 KiB; scoped to the issuer, as client ids are
+          const client = sha256Hex(`${input.issuerDeveloper ?? ""} ${input.oauthClient}`).slice(0, 32)
+          p.checks.push({ key: `${counters.prefix}rl:client:${p.routeId}:${client}:${p.windowStart}`, limit: scaled(policy.perOAuthClient(figures)), name: "client", code: "RATE_LIMITED" })
+        }
+        if (policy.developerBudget === "containment" && input.issuerDeveloper !== undefined) {
+          // OAuth revocation gets a budget of the containment budget's size per issuer, but its own:
+          // §22.8 shares the developer's, but anyone may call /revoke (it is counted before the client
+          // authenticates), so sharing it let a stranger spend the developer's own emergency revocations
+          p.checks.push({ key: `${counters.prefix}rl:{${input.issuerDeveloper}}:oauth-revoke:${p.windowStart}`, limit: scaled(figures.containment), name: "oauth-revoke", code: "RATE_LIMIT_EXCEEDED" })
+        }
         addRouteCheck(p, policy, `addr:${address}`)
       }
 
@@ -217,21 +249,25 @@ export const makeAdmission = Effect.gen(function*() {
       if (result._tag === "Left") return yield* unavailable(requestId, p.routeId)
       const refused = refusal(p, result.right, requestId)
       if (refused !== undefined) return refused
+      const hourStart = now - (now % HOUR_MS)
+      const hourlies: Array<WindowCheck & { readonly name: string; readonly message: string }> = []
       if (policy.hourlyPerAddress !== undefined) {
-        // its own window (a clock hour) and expiry, so a separate round trip; only for admitted requests
-        const hourStart = now - (now % HOUR_MS)
-        const hourly = { key: `${counters.prefix}rl:hour:${p.routeId}:addr:${address}:${hourStart}`, limit: scaled(policy.hourlyPerAddress(figures)) }
-        const hit = yield* counters.hit([hourly], HOUR_MS * 2).pipe(Effect.either)
+        const key = `${counters.prefix}rl:hour:${p.routeId}:addr:${address}:${hourStart}`
+        hourlies.push({ key, limit: scaled(policy.hourlyPerAddress(figures)), name: "hourly", message: "Too many requests from this address this hour; try again later" })
+      }
+      if (policy.hourlyPerIssuer !== undefined && input.issuerDeveloper !== undefined) {
+        const key = `${counters.prefix}rl:hour:${p.routeId}:{${input.issuerDeveloper}}:${hourStart}`
+        hourlies.push({ key, limit: scaled(policy.hourlyPerIssuer(figures)), name: "hourly-issuer", message: "Too many requests for this issuer this hour; try again later" })
+      }
+      if (hourlies.length > 0) {
+        // their own window (a clock hour) and expiry, so a separate round trip; only for admitted requests
+        const hit = yield* counters.hit(hourlies, HOUR_MS * 2).pipe(Effect.either)
         if (hit._tag === "Left") return yield* unavailable(requestId, p.routeId)
-        const reported = {
-          name: "hourly",
-          limit: hourly.limit,
-          remaining: hourly.limit - hit.right.counts[0]!,
-          resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000))
-        }
         if (hit.right.rejectedBy >= 0) {
-          metrics?.inc("rate_limit_refusals_total", { policy: "hourly" })
-          return errorResponse(429, "RATE_LIMITED", "Too many requests from this address this hour; try again later", requestId, rateHeaders({ ...reported, remaining: 0 }, true, 3600))
+          const full = hourlies[hit.right.rejectedBy]!
+          metrics?.inc("rate_limit_refusals_total", { policy: full.name })
+          const reported = { name: full.name, limit: full.limit, remaining: 0, resetSeconds: Math.max(1, Math.ceil((hourStart + HOUR_MS - now) / 1000)) }
+          return errorResponse(429, "RATE_LIMITED", full.message, requestId, rateHeaders(reported, true, 3600))
         }
       }
       return settle(p, policy, result.right, state)
@@ -240,14 +276,13 @@ export const makeAdmission = Effect.gen(function*() {
   /** `admit` without a fiber, for an API-key request whose key the cache knows (see the header). */
   const admitNow = (route: CompiledRoute, input: GateInput, state: GateState): Promise<HttpServerResponse.HttpServerResponse | undefined | typeof UNDECIDED> | undefined => {
     const policy = route.policy
-    if (!route.apiKey || policy.grantToken || policy.scimToken || policy.hourlyPerAddress !== undefined) return undefined
+    if (!route.apiKey || policy.grantToken || policy.scimToken || policy.hourlyPerAddress !== undefined || policy.hourlyPerIssuer !== undefined) return undefined
     if (policy.developerBudget === "containment" || policy.fallbackInProcess === true) return undefined
     const bearer = bearerOf(input.authorization)
-    const known = bearer === undefined ? { developer: undefined } : apiKeys.known(bearer)
+    const known = bearer === undefined ? { resolved: undefined } : apiKeys.known(bearer)
     if (known === undefined) return undefined
     const p = plan(route, clock.unsafeCurrentTimeMillis())
-    if (known.developer !== undefined) state.developer = known.developer
-    addApiKeyChecks(p, policy, known.developer, () => clientAddress(config.trustProxy, input.peer, input.forwardedFor))
+    admitKey(p, route, known.resolved, state, () => clientAddress(config.trustProxy, input.peer, input.forwardedFor))
     return counters.hitNow(p.checks, WINDOW_MS * 2).then(
       (hit) => refusal(p, hit, state.requestId) ?? settle(p, policy, hit, state),
       () => UNDECIDED
@@ -281,16 +316,32 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
       if (route === undefined) state.unmatched = true
       const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ??
         Option.getOrUndefined(request.remoteAddress)
-      const input = { authorization: request.headers["authorization"], forwardedFor: request.headers["x-forwarded-for"], peer }
+      const preRead = yield* Effect.serviceOption(PreReadBody)
+      const input: GateInput = {
+        authorization: request.headers["authorization"], forwardedFor: request.headers["x-forwarded-for"], peer,
+        ...(route !== undefined && !route.apiKey && (route.policy.perOAuthClient !== undefined || route.policy.hourlyPerIssuer !== undefined || route.policy.developerBudget === "containment")
+          ? {
+            issuerDeveloper: issuerDeveloperOf(request.url),
+            oauthClient: oauthClientOf(request.headers["authorization"], preRead._tag === "Some" && preRead.value._tag === "Text" ? preRead.value.text : undefined)
+          }
+          : {})
+      }
       // the fiberless form where it decides alone: one async step in this fiber instead of the Effect form's many
       const decided = route === undefined ? undefined : admission.admitNow(route, input, state)
       const refusal = decided === undefined
         ? yield* admission.admit(route, input, state)
         : yield* Effect.flatMap(Effect.promise(() => decided), (verdict) => verdict === UNDECIDED ? admission!.admit(route, input, state) : Effect.succeed(verdict))
       if (refusal !== undefined) return refusal
-      if (gate !== undefined) return yield* app
+      // a POST with an API key and an Idempotency-Key runs at most once per developer and key (decisions §2)
+      const key = request.headers["idempotency-key"]
+      const body = key === undefined ? Option.none() : preRead
+      const served = key !== undefined && request.method === "POST" && route?.apiKey === true && state.developer !== undefined &&
+          Option.isSome(body) && body.value._tag === "Text"
+        ? idempotent({ developerId: state.developer.id, key, method: request.method, path: request.url, body: body.value.text }, requestId, app)
+        : app
+      if (gate !== undefined) return yield* served
       yield* HttpApp.appendPreResponseHandler((_request, response) =>
         Effect.succeed(HttpServerResponse.setHeaders(response, state.rateHeaders!)))
-      return yield* Effect.locally(app, CurrentGate, state)
+      return yield* Effect.locally(served, CurrentGate, state)
     })
 }

@@ -12,24 +12,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { createHash } from "node:crypto"
+import { type AuditEntry, checkEntry, entryHashV2, newPiiSalt, piiDigests } from "./AuditHash.ts"
 import { newId } from "./Ids.ts"
 import { nowMillis } from "./Time.ts"
 
-export interface AuditEntry {
-  readonly entryId: string
-  readonly agentId: string | null
-  readonly agentDid: string | null
-  readonly grantId: string | null
-  readonly principalId: string | null
-  readonly developerId: string
-  readonly action: string
-  readonly metadata: Record<string, unknown>
-  readonly hash: string
-  readonly prevHash: string | null
-  readonly timestamp: string
-  readonly status: string
-}
+export { type AuditEntry, canonicalJson, checkEntry, entryHash } from "./AuditHash.ts"
+
 
 export interface AppendInput {
   readonly developerId: string
@@ -40,46 +28,6 @@ export interface AppendInput {
   readonly principalId?: string | null
   readonly metadata?: Record<string, unknown>
   readonly status?: string
-}
-
-/** RFC 8785-style canonical JSON: object keys sorted, no whitespace. */
-export const canonicalJson = (value: unknown): string => {
-  if (value === null || typeof value !== "object") return JSON.stringify(value ?? null)
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
-  const keys = Object.keys(value as Record<string, unknown>).filter((k) => (value as any)[k] !== undefined).sort()
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`).join(",")}}`
-}
-
-const json = JSON.stringify
-
-/**
- * SHA-256 of canonicalJson of the entry's fields. The fields are written out in their sorted order
- * (the same bytes canonicalJson makes, without sorting keys per entry); metadata, whose keys are not
- * known, still goes through canonicalJson. A field left undefined (omitted by canonicalJson) takes
- * the general path.
- */
-export const entryHash = (e: Omit<AuditEntry, "hash" | "entryId"> & { id: string }): string => {
-  const complete = e.id !== undefined && e.agentId !== undefined && e.agentDid !== undefined && e.grantId !== undefined &&
-    e.principalId !== undefined && e.developerId !== undefined && e.action !== undefined && e.metadata !== undefined &&
-    e.timestamp !== undefined && e.prevHash !== undefined && e.status !== undefined
-  const canonical = complete
-    ? `{"action":${json(e.action)},"agentDid":${json(e.agentDid)},"agentId":${json(e.agentId)},"developerId":${json(e.developerId)},` +
-      `"grantId":${json(e.grantId)},"id":${json(e.id)},"metadata":${canonicalJson(e.metadata)},"prevHash":${json(e.prevHash)},` +
-      `"principalId":${json(e.principalId)},"status":${json(e.status)},"timestamp":${json(e.timestamp)}}`
-    : canonicalJson({
-      id: e.id,
-      agentId: e.agentId,
-      agentDid: e.agentDid,
-      grantId: e.grantId,
-      principalId: e.principalId,
-      developerId: e.developerId,
-      action: e.action,
-      metadata: e.metadata,
-      timestamp: e.timestamp,
-      prevHash: e.prevHash,
-      status: e.status
-    })
-  return createHash("sha256").update(canonical).digest("hex")
 }
 
 interface Row {
@@ -96,7 +44,16 @@ interface Row {
   timestamp: string
   status: string
   seq: string | number
+  hashVersion?: number
+  piiSalt?: string | null
+  principalDigest?: string | null
+  metadataDigest?: string | null
+  erasedAt?: Date | null
 }
+
+/** the columns rowToEntry reads (decisions §21 adds hash version 2's) */
+export const ENTRY_COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash,
+  timestamp, status, seq, hash_version, pii_salt, principal_digest, metadata_digest, erased_at`
 
 export const rowToEntry = (row: Row): AuditEntry => ({
   entryId: row.id,
@@ -110,7 +67,12 @@ export const rowToEntry = (row: Row): AuditEntry => ({
   hash: row.hash,
   prevHash: row.prevHash,
   timestamp: row.timestamp,
-  status: row.status
+  status: row.status,
+  hashVersion: row.hashVersion ?? 1,
+  piiSalt: row.piiSalt ?? null,
+  principalDigest: row.principalDigest ?? null,
+  metadataDigest: row.metadataDigest ?? null,
+  erased: row.erasedAt !== null && row.erasedAt !== undefined
 })
 
 /** The columns of a batch of entries, as `unnest` arrays, in the order insertEntriesSql takes them. */
@@ -126,6 +88,9 @@ export interface EntryColumns {
   readonly status: Array<string>
   readonly prevHash: Array<string | null>
   readonly hash: Array<string>
+  readonly piiSalt: Array<string>
+  readonly principalDigest: Array<string | null>
+  readonly metadataDigest: Array<string>
 }
 
 /**
@@ -143,7 +108,7 @@ export const chainEntries = (
   let seq = head.seq
   let prevHash = head.hash
   const cols: EntryColumns = { id: [], seq: [], agentId: [], agentDid: [], grantId: [], principalId: [], action: [], metadata: [],
-    status: [], prevHash: [], hash: [] }
+    status: [], prevHash: [], hash: [], piiSalt: [], principalDigest: [], metadataDigest: [] }
   const entries: Array<AuditEntry> = []
   for (const input of inputs) {
     const entry = {
@@ -159,13 +124,17 @@ export const chainEntries = (
       prevHash,
       status: input.status ?? "success"
     }
-    const hash = entryHash(entry)
+    // hash version 2 (decisions §21): salted digests of the principal and metadata in the hash
+    const piiSalt = newPiiSalt()
+    const digests = piiDigests(piiSalt, entry.principalId, entry.metadata)
+    const hash = entryHashV2({ ...entry, ...digests })
     seq++
+    cols.piiSalt.push(piiSalt); cols.principalDigest.push(digests.principalDigest); cols.metadataDigest.push(digests.metadataDigest)
     cols.id.push(entry.id); cols.seq.push(seq); cols.agentId.push(entry.agentId); cols.agentDid.push(entry.agentDid)
     cols.grantId.push(entry.grantId); cols.principalId.push(entry.principalId); cols.action.push(entry.action)
     cols.metadata.push(JSON.stringify(entry.metadata)); cols.status.push(entry.status); cols.prevHash.push(entry.prevHash); cols.hash.push(hash)
     const { id: entryId, ...rest } = entry
-    entries.push({ entryId, ...rest, hash })
+    entries.push({ entryId, ...rest, hash, hashVersion: 2, piiSalt, ...digests, erased: false })
     prevHash = hash
   }
   return { entries, cols, seq, prevHash, timestamp }
@@ -173,23 +142,30 @@ export const chainEntries = (
 
 /**
  * The INSERT of chained entries from `unnest` arrays: $1 developer, $2 timestamp, $3 created_at,
- * then the eleven EntryColumns arrays from `$first`; `source` may join a guard (see AuditedEvents).
+ * then the eleven EntryColumns arrays from `$first`, and hash version 2's three (salt, digests) from
+ * `$v2first` (entryV2Params); `source` may join a guard (see AuditedEvents).
  */
-export const insertEntriesSql = (first: number, source = "") => {
+export const insertEntriesSql = (first: number, source = "", v2first = first + 11) => {
   const p = (n: number) => `$${first + n}`
+  const v = (n: number) => `$${v2first + n}`
   return `INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
-                                 status, timestamp, prev_hash, hash, created_at)
+                                 status, timestamp, prev_hash, hash, created_at, hash_version, pii_salt, principal_digest, metadata_digest)
           SELECT u.id, $1, u.seq, u.agent_id, u.agent_did, u.grant_id, u.principal_id, u.action, u.metadata::jsonb,
-                 u.status, $2, u.prev_hash, u.hash, $3
+                 u.status, $2, u.prev_hash, u.hash, $3, 2, u.pii_salt, u.principal_digest, u.metadata_digest
           FROM ${source}unnest(${p(0)}::text[], ${p(1)}::bigint[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[],
-                      ${p(6)}::text[], ${p(7)}::text[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::text[])
-               AS u(id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata, status, prev_hash, hash)
+                      ${p(6)}::text[], ${p(7)}::text[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::text[],
+                      ${v(0)}::text[], ${v(1)}::text[], ${v(2)}::text[])
+               AS u(id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata, status, prev_hash, hash,
+                    pii_salt, principal_digest, metadata_digest)
           RETURNING 1`
 }
 
 export const entryColumnParams = (cols: EntryColumns) =>
   [cols.id, cols.seq, cols.agentId, cols.agentDid, cols.grantId, cols.principalId, cols.action, cols.metadata, cols.status,
     cols.prevHash, cols.hash]
+
+/** hash version 2's columns, passed after the statement's other parameters (insertEntriesSql's v2first) */
+export const entryV2Params = (cols: EntryColumns) => [cols.piiSalt, cols.principalDigest, cols.metadataDigest]
 
 export interface AuditChainService {
   readonly append: (input: AppendInput) => Effect.Effect<AuditEntry>
@@ -199,7 +175,9 @@ export interface AuditChainService {
    * Entries of a developer are chained in the order given.
    */
   readonly appendMany: (inputs: ReadonlyArray<AppendInput>) => Effect.Effect<ReadonlyArray<AuditEntry>>
-  readonly verify: (developerId: string) => Effect.Effect<{ valid: boolean; checkedEntries: number; firstBrokenAt: string | null }>
+  readonly verify: (developerId: string) => Effect.Effect<{
+    valid: boolean; checkedEntries: number; firstBrokenAt: string | null; erasedEntries: number; linkOnlyEntries: number
+  }>
 }
 
 /** Runs in the caller's transaction when there is one (no savepoint round trips), else in its own. */
@@ -230,9 +208,9 @@ export const AuditChainLive = Layer.effect(
           group.forEach((input, n) => out.set(input, entries[n]!))
           // the entries and the new head in one statement
           yield* sql.unsafe(
-            `WITH entries AS (${insertEntriesSql(4)})
+            `WITH entries AS (${insertEntriesSql(4, "", 17)})
              UPDATE audit_heads SET seq = $15, hash = $16 WHERE developer_id = $1`,
-            [developerId, timestamp, new Date(ms), ...entryColumnParams(cols), seq, prevHash] as any
+            [developerId, timestamp, new Date(ms), ...entryColumnParams(cols), seq, prevHash, ...entryV2Params(cols)] as any
           )
         }
         return inputs.map((i) => out.get(i)!)
@@ -253,21 +231,24 @@ export const AuditChainLive = Layer.effect(
         const endSeq = head === undefined ? Number.MAX_SAFE_INTEGER : Number(head.seq)
         let prevHash: string | null = null
         let checked = 0
+        let erasedEntries = 0
+        let linkOnlyEntries = 0
         let lastSeq = 0
         // pages of bounded size (metadata is at most 16 KiB each), so memory does not grow with the chain
         const pageSize = 250
         for (;;) {
-          const rows: ReadonlyArray<Row> = yield* sql<Row>`
-            SELECT id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash,
-                   timestamp, status, seq
-            FROM audit_log WHERE developer_id = ${developerId} AND seq > ${lastSeq} AND seq <= ${endSeq}
-            ORDER BY seq LIMIT ${pageSize}`
+          const rows: ReadonlyArray<Row> = yield* sql.unsafe<Row>(
+            `SELECT ${ENTRY_COLUMNS} FROM audit_log WHERE developer_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`,
+            [developerId, lastSeq, endSeq, pageSize])
           for (const row of rows) {
             const entry = rowToEntry(row)
-            const expected = entryHash({ ...entry, id: entry.entryId })
-            if (entry.prevHash !== prevHash || expected !== entry.hash || Number(row.seq) !== lastSeq + 1) {
-              return { valid: false, checkedEntries: checked, firstBrokenAt: entry.entryId }
+            // version 2 checked whole (digests while the salt exists); an erased version-1 entry by its links only
+            const own = checkEntry({ ...entry, id: entry.entryId })
+            if (entry.prevHash !== prevHash || !own.ok || Number(row.seq) !== lastSeq + 1) {
+              return { valid: false, checkedEntries: checked, firstBrokenAt: entry.entryId, erasedEntries, linkOnlyEntries }
             }
+            if (entry.erased === true) erasedEntries++
+            if (own.linkOnly) linkOnlyEntries++
             prevHash = entry.hash
             lastSeq = Number(row.seq)
             checked++
@@ -275,7 +256,7 @@ export const AuditChainLive = Layer.effect(
           if (rows.length < pageSize) {
             // the chain stops short of its head: its last entries are gone (no entry to name, so firstBrokenAt is null)
             const whole = head === undefined || (lastSeq === Number(head.seq) && prevHash === head.hash)
-            return { valid: whole, checkedEntries: checked, firstBrokenAt: null }
+            return { valid: whole, checkedEntries: checked, firstBrokenAt: null, erasedEntries, linkOnlyEntries }
           }
         }
       }).pipe(Effect.orDie)

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { Config } from "../Config.ts"
-import { type AppendInput, AuditChain, chainEntries, entryColumnParams, insertEntriesSql } from "./AuditChain.ts"
+import { type AppendInput, AuditChain, chainEntries, entryColumnParams, entryV2Params, insertEntriesSql } from "./AuditChain.ts"
 import { DELIVERY_CHANNEL, Events, type EventType, insertDeliveriesSql, nudgeDeliveryWorkers } from "./Events.ts"
 import { newId } from "./Ids.ts"
 import { nowMillis } from "./Time.ts"
@@ -45,7 +45,7 @@ export const WRITE_ON_HEAD_SQL = `WITH head AS (
              UPDATE audit_heads SET seq = $17, hash = $18
              WHERE developer_id = $1 AND seq = $15 AND hash IS NOT DISTINCT FROM $16
              RETURNING developer_id
-           ), entries AS (${insertEntriesSql(4, "head, ")}
+           ), entries AS (${insertEntriesSql(4, "head, ", 24)}
            ), event AS (
              INSERT INTO events (id, developer_id, type, data, created_at)
              SELECT u.id, head.developer_id, u.type, u.data::jsonb, $3
@@ -84,7 +84,7 @@ export const AuditedEventsLive = Layer.effect(
           WRITE_ON_HEAD_SQL,
           [developerId, chained.timestamp, new Date(ms), ...entryColumnParams(chained.cols), head.seq, head.hash,
             chained.seq, chained.prevHash, group.map(() => newId("evt", ms)), group.map((item) => item.type),
-            group.map((item) => JSON.stringify(item.data)), config.webhooks.maxAttempts, DELIVERY_CHANNEL] as any
+            group.map((item) => JSON.stringify(item.data)), config.webhooks.maxAttempts, DELIVERY_CHANNEL, ...entryV2Params(chained.cols)] as any
         ),
         ([row]): Head | undefined => {
           if (row === undefined || Number(row.applied) !== 1) return undefined

@@ -15,7 +15,11 @@ export const MAX_BODY_BYTES = 1024 * 1024
 export const MAX_SYNC_BODY_BYTES = 8 * 1024 * 1024
 export const MAX_JSON_DEPTH = 64
 
-export const maxBodyBytes = (path: string) => path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : MAX_BODY_BYTES
+/** decisions §22.4: the OAuth endpoints take at most 64 KiB */
+export const MAX_OAUTH_BODY_BYTES = 64 * 1024
+
+export const maxBodyBytes = (path: string) =>
+  path === "/v1/audit/offline-sync" ? MAX_SYNC_BODY_BYTES : path.startsWith("/oauth/") ? MAX_OAUTH_BODY_BYTES : MAX_BODY_BYTES
 
 export type BodyVerdict =
   | { readonly _tag: "Text"; readonly text: string }

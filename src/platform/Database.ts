@@ -6,11 +6,12 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient, SqlError } from "@effect/sql"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type Pg from "pg"
 import { Config } from "../Config.ts"
 import { acquirePool, PgPool, snakeToCamel } from "./PgPool.ts"
 import { postgresConnectFailure } from "./ConnectErrors.ts"
+import { markingTransactions } from "./IdempotencyMark.ts"
 
 const CONNECT_TIMEOUT_MS = 3_000
 const EMBEDDED_QUEUE_WAIT_MS = 15_000
@@ -133,6 +134,9 @@ export const DatabaseLive: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient |
     // a failed first connection says why (refused, unknown host, authentication, no such database)
     return Layer.catchAll(postgresLayer(config.databaseUrl, 10), (e) => Layer.fail(postgresConnectFailure(config.databaseUrl, e)))
   })
+).pipe(
+  // a keyed request's transactions mark its Idempotency-Key committed with their own commit (Idempotency.ts)
+  Layer.map((context) => Context.add(context, SqlClient.SqlClient, markingTransactions(Context.get(context, SqlClient.SqlClient))))
 )
 
 export const isEmbeddedDatabase = (url: string) => url.startsWith("pglite://")

@@ -96,6 +96,8 @@ export class ConsentRequired extends ApiError<ConsentRequired>()("CONSENT_REQUIR
 export class PrincipalInactive extends ApiError<PrincipalInactive>()("PRINCIPAL_INACTIVE", 403) {}
 /** SIGNUP_ENABLED=false: developers are created by an operator (`agent-auth developers create`) */
 export class SignupDisabled extends ApiError<SignupDisabled>()("SIGNUP_DISABLED", 403) {}
+/** A `read` API key called an operation that changes something (decisions §2): it may call GETs and POST /v1/tokens/verify. */
+export class InsufficientKeyScope extends ApiError<InsufficientKeyScope>()("INSUFFICIENT_KEY_SCOPE", 403) {}
 /** A policy denied the request (decisions §13). */
 export class PolicyDenied extends ApiError<PolicyDenied>()("POLICY_DENIED", 403) {}
 /** SSO enforce (decisions §12): the person signed in at their provider is not the request's principal. */
@@ -183,7 +185,7 @@ export type ApiFailure =
   | TooManyCredentials | UnknownCredential | AuthenticatorNotAllowed | AttestationAnchorsRequired | PasskeyCounterRegressed
   | ExportNotReady | ExportTooLarge
   | SsoAuthFailed | SsoError | PrincipalMismatch | DomainNotConfigured | ProtocolNotSupported
-  | TooManyChannels | ChannelTypeUnsupported
+  | TooManyChannels | ChannelTypeUnsupported | InsufficientKeyScope
 
 // ---- What the gate and the envelope answer, declared once per group -------------------------------
 

@@ -19,6 +19,19 @@ export const EVENT_TYPES = [
   "dpdp.breach.updated",
   "dpdp.breach.principal_intimation_due",
   "dpdp.breach.board_report_due",
+  // decisions §21
+  "dpdp.consent_notice.registered",
+  "dpdp.consent_notice.retired",
+  "dpdp.consent.created",
+  "dpdp.consent.withdrawn",
+  "dpdp.grievance.filed",
+  "dpdp.grievance.updated",
+  "dpdp.grievance.due",
+  "dpdp.nomination.updated",
+  "dpdp.erasure.scheduled",
+  "dpdp.erasure.due",
+  "dpdp.erasure.completed",
+  "dpdp.erasure.hold_purged",
   "consent_bundle.created",
   "consent_bundle.revoked",
   "vault.credential.exchanged",
@@ -51,7 +64,12 @@ export const EVENT_TYPES = [
   "billing.subscription.updated",
   // decisions §14
   "anomaly.detected",
-  "anomaly.auto_revoked"
+  "anomaly.auto_revoked",
+  // decisions §22 (OAuth)
+  "resource_server.created",
+  "resource_server.updated",
+  "resource_server.deleted",
+  "oauth.client.registered"
 ] as const
 
 /** the event every anomaly alert emits; also delivered to the developer's anomaly channels */
@@ -76,8 +94,24 @@ export const nudgeDeliveryWorkers = () => {
 }
 
 /**
+ * In-process nudge for event streams (decisions §23): told the developers of an emit a moment later,
+ * by when its transaction has normally committed; streams on other instances poll the outbox.
+ */
+const emitListeners = new Set<(developerIds: ReadonlySet<string>) => void>()
+export const onEventsEmitted = (listener: (developerIds: ReadonlySet<string>) => void): (() => void) => {
+  emitListeners.add(listener)
+  return () => emitListeners.delete(listener)
+}
+const nudgeEventStreams = (developerIds: ReadonlyArray<string>) => {
+  if (emitListeners.size === 0) return
+  const ids = new Set(developerIds)
+  for (const listener of emitListeners) setTimeout(() => listener(ids), 50)
+}
+
+/**
  * The delivery rows of freshly inserted events (a CTE named `event` with id, developer_id, type,
- * data): one per live webhook endpoint subscribed to the type, and for `anomaly.detected` one per
+ * data): one per live webhook endpoint subscribed to the type (`held` while the endpoint is disabled,
+ * decisions §7), and for `anomaly.detected` one per
  * anomaly channel the SQL function `anomaly_alert_channels` names (sql/0027: a channel is an
  * endpoint row of another kind; the function applies severities and a custom rule's alertChannels).
  * The type test comes first, so other events never call the function. `$maxAttempts` and `$at` are
@@ -87,12 +121,13 @@ export const insertDeliveriesSql = (maxAttempts: string, at: string) =>
   `INSERT INTO webhook_deliveries (id, endpoint_id, event_id, developer_id, status, attempts, max_attempts,
                                    next_attempt_at, created_at, updated_at)
    SELECT 'whd_' || substr(r.event_id, 5, 10) || upper(substr(md5(random()::text || r.endpoint_id || r.event_id), 1, 16)), r.endpoint_id,
-          r.event_id, r.developer_id, 'pending', 0, ${maxAttempts}, ${at}, ${at}, ${at}
+          r.event_id, r.developer_id, r.status, 0, ${maxAttempts}, ${at}, ${at}, ${at}
    FROM (
-     SELECT ev.id AS event_id, ev.developer_id, e.id AS endpoint_id FROM event ev JOIN webhook_endpoints e
+     SELECT ev.id AS event_id, ev.developer_id, e.id AS endpoint_id, CASE WHEN e.enabled THEN 'pending' ELSE 'held' END AS status
+       FROM event ev JOIN webhook_endpoints e
        ON e.developer_id = ev.developer_id AND e.deleted_at IS NULL AND e.kind = 'endpoint' AND ev.type = ANY(e.events)
      UNION ALL
-     SELECT ev.id, ev.developer_id, channel.id FROM event ev
+     SELECT ev.id, ev.developer_id, channel.id, 'pending' FROM event ev
        CROSS JOIN LATERAL anomaly_alert_channels(ev.developer_id, ev.data) AS channel(id)
      WHERE ev.type = '${ANOMALY_DETECTED}'
    ) r
@@ -138,6 +173,7 @@ export const EventsLive = Layer.effect(
         )
         for (const row of rows) yield* sql`SELECT pg_notify(${DELIVERY_CHANNEL}, ${row.developerId})`
         if (rows.length > 0) nudgeDeliveryWorkers()
+        nudgeEventStreams(items.map((i) => i.developerId))
         return items.map((i, n) => ({ id: ids[n]!, type: i.type, createdAt: at.toISOString(), data: i.data }))
       })).pipe(Effect.orDie)
     // one event: the same statement (in the caller's transaction, or its own)

@@ -12,6 +12,7 @@ import { Config } from "../Config.ts"
 import { CurrentGate, type GateState } from "./Auth.ts"
 import { type DecodeIssue, plainIssues } from "./DecodeMessages.ts"
 import { type BodyVerdict, PreReadBody } from "./Body.ts"
+import { corsMethod, preflight, withCors } from "./Cors.ts"
 import { newId } from "./Ids.ts"
 import { recordRequest } from "./AccessLog.ts"
 import { Dependencies } from "./Dependencies.ts"
@@ -123,6 +124,33 @@ const scimError = (response: HttpServerResponse.HttpServerResponse, requestId: s
     return HttpServerResponse.unsafeJson(parsed, { status: normal.status, headers, contentType: "application/scim+json" })
   }
   return HttpServerResponse.unsafeJson(parsed, { status: response.status, headers, contentType: "application/scim+json" })
+}
+
+/**
+ * OAuth routes (decisions §22.4) answer RFC 6749 §5.2 errors: `{ error, error_description }`, with
+ * `Cache-Control: no-store`; the error is the OAuth code the handler failed with, else one from the
+ * status (a 415 body is `invalid_request` at 400, so OAuth clients can parse it). A 401 to a caller
+ * that tried Basic says so in `WWW-Authenticate`.
+ */
+export const isOAuthPath = (path: string) => path.startsWith("/oauth/") || path.startsWith("/.well-known/oauth-authorization-server")
+const OAUTH_CODE = /^[a-z_]+$/
+const oauthError = (response: HttpServerResponse.HttpServerResponse, requestId: string, path: string, basicTried: boolean, base = "") => {
+  const normal = normaliseError(response, requestId, path)
+  const body = normal.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(normal.body.body)) : {}
+  const status = normal.status === 415 ? 400 : normal.status
+  const error = typeof body.code === "string" && OAUTH_CODE.test(body.code) ? body.code
+    : status === 401 ? "invalid_client" : status === 404 ? "invalid_request" : status === 429 || status === 503 ? "temporarily_unavailable"
+    : status >= 500 ? "server_error" : "invalid_request"
+  const headers: Record<string, string> = { "cache-control": "no-store", pragma: "no-cache" }
+  for (const [k, v] of Object.entries(normal.headers)) if (k !== "content-type" && k !== "content-length") headers[k] = v
+  if (status === 401 && basicTried) {
+    const developerId = path.match(/^\/oauth\/([A-Za-z0-9_]+)/)?.[1]
+    headers["www-authenticate"] = `Basic realm="${base}/oauth/${developerId ?? ""}"`
+  }
+  return HttpServerResponse.unsafeJson(
+    typeof body.message === "string" && body.message !== "" ? { error, error_description: body.message } : { error },
+    { status, headers }
+  )
 }
 
 /** Maps a failure or defect that escaped the API to a response without internals. */
@@ -272,7 +300,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () =
     const url = request.url
     const q = url.indexOf("?")
     const path = q === -1 ? url : url.slice(0, q)
-    const trust = (yield* Config).trustProxy
+    const config = yield* Config
+    const trust = config.trustProxy
     const peer = Option.getOrUndefined(yield* Effect.serviceOption(PeerAddress)) ?? Option.getOrUndefined(request.remoteAddress)
     // the address the rate limiter counts, worked out only if the access line is written
     const client = () => clientAddress(trust, peer, request.headers["x-forwarded-for"])
@@ -281,7 +310,9 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () =
       const verdict = preRead.value
       if (verdict._tag === "Refused") {
         const refusal = bodyRefusal(verdict, requestId, path)
-        const refused = isScimPath(path) ? scimError(refusal, requestId, path) : refusal
+        const shaped = isScimPath(path) ? scimError(refusal, requestId, path)
+          : isOAuthPath(path) ? oauthError(refusal, requestId, path, false) : refusal
+        const refused = corsMethod(path) !== undefined ? withCors(shaped) : shaped
         recordRequest(metrics, log, request.method, verdict.routed ? path : UNMATCHED, { requestId, unmatched: !verdict.routed, client }, refused.status, (performance.now() - started) / 1000)
         return refused
       }
@@ -289,6 +320,8 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () =
       ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(verdict.text)
     }
     const state: GateState = { requestId, client }
+    // decisions §22.4: the OAuth endpoints browser MCP clients call answer CORS, refusals included
+    const cors = corsMethod(path)
     let observed = false
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       let out = response
@@ -297,17 +330,22 @@ export const envelope = <E, R>(app: HttpApp.Default<E, R>, isPage: IsPage = () =
       if (out.status === 503 && !isHtml(out) && isPage(request.method, path)) {
         out = unavailablePage(requestId, out.headers["retry-after"] ?? String(PAGE_RETRY_AFTER_SECONDS))
       } else if (out.status >= 400 && path !== "/health" && path !== "/health/ready" && !isHtml(out)) {
-        out = isScimPath(path) ? scimError(out, requestId, path) : normaliseError(out, requestId, path)
+        out = isScimPath(path) ? scimError(out, requestId, path)
+          : isOAuthPath(path) ? oauthError(out, requestId, path, (request.headers["authorization"] ?? "").toLowerCase().startsWith("basic "), config.oauth.issuerBase)
+          : normaliseError(out, requestId, path)
       }
       out = HttpServerResponse.setHeader(out, "x-request-id", requestId)
       // the rate-limit headers of a request the gate admitted (its refusals carry their own)
       if (state.rateHeaders !== undefined) out = HttpServerResponse.setHeaders(out, state.rateHeaders)
+      if (cors !== undefined) out = withCors(out)
       if (!observed) {
         observed = true
         recordRequest(metrics, log, request.method, path, state, out.status, (performance.now() - started) / 1000)
       }
       return out
     }
+    // a preflight is answered before the gate: it carries no credentials and runs nothing
+    if (cors !== undefined && request.method === "OPTIONS") return finish(preflight(cors))
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.sync(() => finish(response)))
     const response = yield* app.pipe(
       Effect.locally(CurrentGate, state),

@@ -55,11 +55,16 @@ export type IdPrefix =
   | "bdg" | "btx" | "dom" | "wh" | "whd" | "evt" | "alog" | "wac" | "pkc" | "req"
   | "scimtok" | "scimuser" | "scimgrp"
   | "cexp"
+  | "exp" // DPDP exports (decisions §21; ids made before were cexp_, and both are read alike)
   | "psess" // principal sessions (decisions §12)
-  | "ssoconn" | "ssosess" | "ssoid" // SSO connections, sessions, linked identities (decisions §12)
+  | "sso" | "ssosess" | "ssoid" // SSO connections, sessions, linked identities (decisions §12)
   | "pol" | "pbnd" | "pdec"
   | "inv" | "sub"
   | "anm" // anomaly alerts (decisions §14)
-  | "anch" // anomaly alert channels (decisions §14)
+  | "achan" // anomaly alert channels (decisions §14; ids made before were anch_)
+  | "arule" // custom anomaly rules given no ruleId (decisions §14; ids made before were custom-…)
+  | "key" // developers' API keys (decisions §2)
+  | "notice" | "crec" | "grv" | "nom" // DPDP notice versions, consent records, grievances, nominations (decisions §21)
+  | "rs" // OAuth resource servers (decisions §22)
 
 export const newId = (prefix: IdPrefix, now?: number): string => `${prefix}_${ulid(now)}`

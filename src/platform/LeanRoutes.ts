@@ -215,6 +215,8 @@ export const makeLeanRoutes = (api: HttpApi.HttpApi.Any, routes: ReadonlyArray<L
     return (request: Request, peerOf: PeerOf): Promise<Response> | undefined => {
       const method = request.method
       if (method !== "GET" && method !== "POST") return undefined
+      // a keyed retry is the API path's: it keeps and replays answers (platform/Idempotency.ts)
+      if (method === "POST" && request.headers.has("idempotency-key")) return undefined
       const path = pathAndQuery(request.url)
       if (path.includes("?")) return undefined
       const found = find(method, path)

@@ -24,7 +24,8 @@ export const COUNTERS = {
   webhook_deliveries_total: "Webhook delivery attempts by outcome (delivered, retrying, failed)",
   rate_limit_refusals_total: "Requests refused by a rate limit, by policy",
   replays_total: "Authorization codes and refresh tokens presented twice (their grant is revoked), by kind",
-  breach_alerts_sent_total: "Breach deadline alerts sent, by kind"
+  breach_alerts_sent_total: "Breach deadline alerts sent, by kind",
+  billing_close_failures_total: "Scheduled period closes that could not invoice every developer (the month stays open and is retried)"
 } as const
 export type CounterName = keyof typeof COUNTERS
 

@@ -26,7 +26,7 @@ export interface RatePolicyValue {
   readonly routeLimit?: number | ((figures: RateLimitFigures) => number)
   /** whose requests the route limit counts: the source address (default), the API key, or the grant token's jti */
   readonly routeKey?: "address" | "apiKey" | "grantToken"
-  /** which per-developer budget an API-key request draws on (default: the plan budget) */
+  /** which per-developer budget an API-key request draws on (default: the plan budget); "containment" on an issuer path: that developer's */
   readonly developerBudget?: DeveloperBudget
   /** POST /v1/authorize: the per-developer authorization bucket */
   readonly authorizeBucket?: boolean
@@ -38,7 +38,36 @@ export interface RatePolicyValue {
   readonly fallbackInProcess?: boolean
   /** a further limit per source address per clock hour (sign-up), a function of the configured figures */
   readonly hourlyPerAddress?: (figures: RateLimitFigures) => number
+  /** a further limit per clock hour per issuer (`/oauth/<developerId>/…`: DCR, decisions §22.9) */
+  readonly hourlyPerIssuer?: (figures: RateLimitFigures) => number
+  /**
+   * a further limit per minute per OAuth client the request names (decisions §22.9 `/token`; §22.8 per
+   * resource server at introspection): the Basic user, else the form's `client_id`, counted before
+   * the client authenticates (a public client has nothing else to count by)
+   */
+  readonly perOAuthClient?: (figures: RateLimitFigures) => number
 }
+
+/** The OAuth client a request names (Basic user, else the form's `client_id`), as the gate keys it. */
+export const oauthClientOf = (authorization: string | undefined, form: string | undefined): string | undefined => {
+  if (authorization !== undefined && /^basic /i.test(authorization)) {
+    const decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
+    const colon = decoded.indexOf(":")
+    // RFC 6749 §2.3.1: the id is form-encoded inside Basic, as the token endpoint reads it
+    const id = (colon < 0 ? decoded : decoded.slice(0, colon)).replace(/\+/g, " ")
+    try {
+      return decodeURIComponent(id)
+    } catch {
+      return id
+    }
+  }
+  if (form === undefined) return undefined
+  // a repeated client_id is refused by the endpoint; the first one is counted here
+  return new URLSearchParams(form).get("client_id") ?? undefined
+}
+
+/** the developer of an issuer path `/oauth/<developerId>/…` */
+export const issuerDeveloperOf = (url: string): string | undefined => url.match(/^\/oauth\/([A-Za-z0-9_]+)\//)?.[1]
 
 /** decisions §11: SCIM requests per token per minute; a developer's SCIM traffic is capped at two tokens' worth */
 export const SCIM_PER_TOKEN = 600

@@ -19,6 +19,8 @@ import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PlanLimitExceeded,
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import { ACTIONS, HHMM, isTimeZone } from "./Rules.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { POLICIES_DOCS } from "./Docs.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 const Text = (max: number) => Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
@@ -104,6 +106,12 @@ export const EvaluateInput = Schema.Struct({
     active: Schema.optional(Schema.Boolean),
     groups: Schema.optional(Schema.Array(Text(256)).pipe(Schema.maxItems(100))),
     ssoVerified: Schema.optional(Schema.Boolean)
+  }).annotations(strict)),
+  // decisions §22.5: what an OAuth authorization adds to the context
+  oauth: Schema.optional(Schema.Struct({
+    resourceServerId: Text(100),
+    resource: Text(2048),
+    clientOrigin: Schema.Literal("api", "dcr", "cimd")
   }).annotations(strict))
 }).annotations(strict)
 
@@ -221,4 +229,5 @@ export class PoliciesApi extends HttpApiGroup.make("policies")
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(POLICIES_DOCS))
 {}

@@ -183,7 +183,11 @@ const cedarContext = (ctx: PolicyContext, minuteOfDay: number) => ({
         ...(ctx.grant.parentGrantId !== null ? { parentGrantId: ctx.grant.parentGrantId } : {})
       }
     }
-    : {})
+    : {}),
+  // decisions §22.5: present for OAuth authorizations only (`context has resourceServerId`)
+  ...(ctx.resourceServerId !== undefined ? { resourceServerId: ctx.resourceServerId } : {}),
+  ...(ctx.resource !== undefined ? { resource: ctx.resource } : {}),
+  ...(ctx.clientOrigin !== undefined ? { clientOrigin: ctx.clientOrigin } : {})
 })
 
 /** The request as cedar takes it; exported for the oracle test, which calls cedar directly. */

@@ -17,7 +17,7 @@ type TimeInfo = { iso: String, hhmm: String, weekday: Long, tz: String, minuteOf
 type RequestInfo = { ip?: String, userAgent?: String };
 type GrantInfo = { id: String, delegationDepth: Long, parentGrantId?: String };
 type PolicyContext = { agentId: String, agentDid: String, principalId: String, developerId: String, scopes: Set<String>,
-  action: String, time: TimeInfo, request: RequestInfo, grant?: GrantInfo };
+  action: String, time: TimeInfo, request: RequestInfo, grant?: GrantInfo, resourceServerId?: String, resource?: String, clientOrigin?: String };
 action "authorize", "delegate", "bundle.create", "token.refresh", "vault.exchange"
   appliesTo { principal: Agent, resource: Principal, context: PolicyContext };`
 

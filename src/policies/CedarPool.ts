@@ -4,17 +4,19 @@
  * every tenant's requests for as long. The byte limit and the pre-scan stay here (linear, cheap);
  * evaluation stays here too (statefulIsAuthorized on pre-parsed sets, well under a millisecond).
  *
- * The pattern of offline-sync/Verifier.ts: a small fixed pool started with the service, a worker
- * gets work only after it said it is ready, one set at a time per worker (a queue holds the rest).
+ * The pattern of offline-sync/Verifier.ts: a small fixed pool, a worker gets work only after it said
+ * it is ready, one set at a time per worker (a queue holds the rest). The pool, and the engine's
+ * compiled module it shares (~29 MB of machine code, measured in the binary), start with the first
+ * set this process checks, not with the service: most instances never see one (issue 37).
  * A worker that dies or does not answer within the answer timeout costs only its set (422
  * POLICY_INVALID, as a trap of the engine here would) and is replaced. With no worker that can
  * load (a build without the worker's entry point), sets are checked here: correct, only blocking.
  */
-import { Effect } from "effect"
+import { Effect, Runtime } from "effect"
 import { availableParallelism } from "node:os"
 import { type CheckOutcome, checkHere, ENGINE_FAILURE, precheck } from "./CedarCheck.ts"
 import { fromChecked, type ParseOutcome } from "./Cedar.ts"
-import { compiledCedar } from "./CedarEngine.ts"
+import { compiledCedar, initCedar } from "./CedarEngine.ts"
 
 /**
  * The worker's module. Under `bun build --compile` every extra entry point is embedded relative to
@@ -33,6 +35,8 @@ export interface CedarParserOptions {
   readonly answerTimeoutMs?: number
   /** how long a worker may take to load before it is given up (and not replaced) */
   readonly startTimeoutMs?: number
+  /** told once, when the workers first started (or were given up): how many are ready */
+  readonly onStarted?: (ready: number) => void
 }
 
 export interface CedarParserStats {
@@ -54,7 +58,7 @@ export interface CedarParser {
   /** the engine's part alone, without the pre-scan (tests send it what the pre-scan would refuse) */
   readonly check: (text: string) => Promise<CheckOutcome>
   readonly stats: () => CedarParserStats
-  /** settles once every worker is ready or given up; answers how many are ready */
+  /** starts the pool if it has not started; settles once every worker is ready or given up; answers how many are ready */
   readonly started: () => Promise<number>
   readonly close: () => void
 }
@@ -84,9 +88,16 @@ export const makeCedarParser = (options: CedarParserOptions = {}): CedarParser =
   let closed = false
   let inWorkers = 0, here = 0, replaced = 0, engineFailures = 0
 
-  const settled = () => slots.every((s) => s.ready || s.dead)
+  let starting: Promise<void> | undefined
+  let told = false
+  const settled = () => starting !== undefined && slots.every((s) => s.ready || s.dead)
   const notify = () => {
-    if (settled()) for (const resolve of waiting.splice(0)) resolve()
+    if (!settled()) return
+    if (!told && options.onStarted !== undefined) {
+      told = true
+      options.onStarted(slots.filter((s) => s.ready).length)
+    }
+    for (const resolve of waiting.splice(0)) resolve()
   }
 
   const die = (slot: Slot) => {
@@ -179,20 +190,28 @@ export const makeCedarParser = (options: CedarParserOptions = {}): CedarParser =
     }
   }
 
-  for (let i = 0; i < size; i++) {
-    const slot = spawn()
-    if (slot !== undefined) slots.push(slot)
-  }
+  /** the engine's module compiled here (workers are handed it), then the workers, once */
+  const start = () =>
+    starting ??= initCedar().then(() => {
+      if (closed) return
+      for (let i = 0; i < size; i++) {
+        const slot = spawn()
+        if (slot !== undefined) slots.push(slot)
+      }
+      notify()
+    })
 
   /** the same text asked for while it is being checked (a set many requests load at once) is checked once */
   const inFlight = new Map<string, Promise<CheckOutcome>>()
   const check = (text: string) => {
     let answer = inFlight.get(text)
     if (answer === undefined) {
-      answer = new Promise<CheckOutcome>((resolve) => {
-        queue.push({ text, resolve })
-        pump()
-      })
+      answer = start().then(() =>
+        new Promise<CheckOutcome>((resolve) => {
+          queue.push({ text, resolve })
+          pump()
+        })
+      )
       inFlight.set(text, answer)
       void answer.then(() => inFlight.delete(text))
     }
@@ -204,11 +223,13 @@ export const makeCedarParser = (options: CedarParserOptions = {}): CedarParser =
     parse: async (text) => fromChecked(precheck(text) ?? await check(text)),
     stats: () => ({ ready: slots.filter((s) => s.ready).length, inWorkers, here, replaced, workerEngineFailures: engineFailures }),
     started: () =>
-      new Promise<number>((resolve) => {
-        const answer = () => resolve(slots.filter((s) => s.ready).length)
-        if (settled()) answer()
-        else waiting.push(answer)
-      }),
+      start().then(() =>
+        new Promise<number>((resolve) => {
+          const answer = () => resolve(slots.filter((s) => s.ready).length)
+          if (settled()) answer()
+          else waiting.push(answer)
+        })
+      ),
     close: () => {
       closed = true
       for (const slot of slots) die(slot)
@@ -216,17 +237,13 @@ export const makeCedarParser = (options: CedarParserOptions = {}): CedarParser =
   }
 }
 
-/** A parser for the service's lifetime; says how many workers came up (or warns that none did). */
+/** A parser for the service's lifetime; says how many workers came up (or warns that none did) once they start. */
 export const cedarParserScoped = (options?: CedarParserOptions) =>
   Effect.gen(function*() {
-    const parser = yield* Effect.acquireRelease(Effect.sync(() => makeCedarParser(options)), (p) => Effect.sync(p.close))
-    yield* Effect.promise(parser.started).pipe(
-      Effect.flatMap((ready) =>
-        ready === 0
-          ? Effect.logWarning("Cedar parser workers did not start: parsing policy sets on the main thread")
-          : Effect.logInfo(`Cedar parser workers ready: ${ready}`)
-      ),
-      Effect.forkScoped
-    )
-    return parser
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const onStarted = (ready: number) =>
+      void runFork(ready === 0
+        ? Effect.logWarning("Cedar parser workers did not start: parsing policy sets on the main thread")
+        : Effect.logInfo(`Cedar parser workers ready: ${ready}`))
+    return yield* Effect.acquireRelease(Effect.sync(() => makeCedarParser({ ...options, onStarted })), (p) => Effect.sync(p.close))
   })

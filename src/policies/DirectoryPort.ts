@@ -7,9 +7,9 @@
  * group; one whose users were all deleted is inactive.
  * SSO sign-in (`ssoVerified`) is answered by the SSO port (policies/Ports.ts PolicySso), not here.
  */
-import { Effect } from "effect"
-import type { DirectoryPrincipalsService } from "../directory/Principals.ts"
-import type { PolicyDirectoryPort } from "./Ports.ts"
+import { Effect, Layer } from "effect"
+import { DirectoryPrincipals, type DirectoryPrincipalsService } from "../directory/Principals.ts"
+import { PolicyDirectory, type PolicyDirectoryPort } from "./Ports.ts"
 
 export const directoryPort = (directory: DirectoryPrincipalsService): PolicyDirectoryPort => ({
   principal: (developerId, principalId) =>
@@ -20,3 +20,6 @@ export const directoryPort = (directory: DirectoryPrincipalsService): PolicyDire
         ? Effect.map(directory.isInactive(developerId, principalId), (inactive) => ({ active: !inactive, groups: [], ssoVerified: false }))
         : Effect.succeed({ active: user.active, groups: user.groups.flatMap((g) => [g.id, g.displayName]), ssoVerified: false }))
 })
+
+/** The policies' directory port from the directory's own service (composed in src/Server.ts). */
+export const PolicyDirectoryFromDirectory = Layer.effect(PolicyDirectory, Effect.map(DirectoryPrincipals, directoryPort))

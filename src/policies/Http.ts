@@ -219,7 +219,8 @@ export const PoliciesHttp = HttpApiBuilder.group(Api, "policies", (handlers) =>
             scopes: payload.scopes,
             ...(payload.grant !== undefined
               ? { grant: { id: payload.grant.id, delegationDepth: payload.grant.delegationDepth, parentGrantId: payload.grant.parentGrantId ?? null } }
-              : {})
+              : {}),
+            ...(payload.oauth !== undefined ? { oauth: payload.oauth } : {})
           }, {
             ...(payload.at !== undefined ? { at: Date.parse(payload.at) } : {}),
             ...(payload.request !== undefined ? { request: payload.request } : {}),

@@ -59,6 +59,19 @@ export interface PolicyContext {
   readonly request: { readonly ip: string | null; readonly userAgent: string | null }
   readonly grant?: { readonly id: string; readonly delegationDepth: number; readonly parentGrantId: string | null }
   readonly principal: { readonly active: boolean; readonly groups: ReadonlyArray<string>; readonly ssoVerified: boolean }
+  /** decisions §22.5: an OAuth authorization's resource server, its identifier and how the client registered */
+  readonly resourceServerId?: string
+  readonly resource?: string
+  readonly clientOrigin?: OAuthClientOrigin
+}
+
+export type OAuthClientOrigin = "api" | "dcr" | "cimd"
+
+/** what an OAuth authorization adds to a point's policy context (decisions §22.5) */
+export interface OAuthPolicyFacts {
+  readonly resourceServerId: string
+  readonly resource: string
+  readonly clientOrigin: OAuthClientOrigin
 }
 
 export interface Decision {

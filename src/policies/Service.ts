@@ -19,15 +19,13 @@ import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { PeerAddress } from "../platform/RateLimit.ts"
 import { nowMillis } from "../platform/Time.ts"
-import { evaluateSet, initCedar, type ParsedSet, type ParseOutcome, preparse } from "./Cedar.ts"
+import { evaluateSet, type ParsedSet, type ParseOutcome, preparse } from "./Cedar.ts"
 import { type CedarParser, cedarParserScoped } from "./CedarPool.ts"
 import { evaluateOpa } from "./Opa.ts"
-import { DirectoryPrincipals } from "../directory/Principals.ts"
-import { directoryPort } from "./DirectoryPort.ts"
-import { emptyDirectory, noSso, PolicyDirectory, PolicySso } from "./Ports.ts"
+import { PolicyDirectory, PolicySso } from "./Ports.ts"
 import { makeRepo } from "./Repo.ts"
 import {
-  combine, type Decision, ENGINE_FAILED, type EngineResult, evaluateRules, localTime, type PolicyAction, type PolicyContext,
+  combine, type Decision, ENGINE_FAILED, type OAuthPolicyFacts, type EngineResult, evaluateRules, localTime, type PolicyAction, type PolicyContext,
   type Rule, rulesName, sortRules
 } from "./Rules.ts"
 
@@ -46,6 +44,8 @@ export interface Subject {
   readonly principalId: string
   readonly scopes: ReadonlyArray<string>
   readonly grant?: { readonly id: string; readonly delegationDepth: number; readonly parentGrantId: string | null }
+  /** an OAuth authorization or its grant (decisions §22.5) */
+  readonly oauth?: OAuthPolicyFacts
 }
 
 /** What `evaluate` may override, for explaining what-ifs. */
@@ -83,8 +83,18 @@ export interface PolicyEngineService {
   /** parses and validates a Cedar set's text in a worker thread (CedarPool.ts) */
   readonly parseCedar: (text: string) => Effect.Effect<ParseOutcome>
   readonly cedarParser: CedarParser
-  /** token.refresh: the denial's message (the refresh answers INVALID_GRANT with it), or undefined */
-  readonly refreshDenied: (developerId: string, grantId: string) => Effect.Effect<string | undefined>
+  /**
+   * The gate's policy step (decisions §20): the decision, nothing recorded; `record` writes the
+   * decision log, audit entry and (on a deny) `policy.denied`, in its own transaction or the caller's.
+   * `action` is a rule action or, at points rules cannot name, the point's name (Cedar and OPA see it).
+   */
+  readonly decide: (action: string, subject: Subject) => Effect.Effect<{
+    readonly decision: Decision
+    readonly record: (grantId: string | null) => Effect.Effect<void>
+  }>
+  /** whether a policy could apply at `action`: a rule naming it, an active Cedar set, or OPA (decisions §13 revised) */
+  readonly applies: (developerId: string, action: string) => Effect.Effect<boolean>
+  readonly denyMessage: (decision: Decision) => string
 }
 
 export class PolicyEngine extends Context.Tag("agent-auth/PolicyEngine")<PolicyEngine, PolicyEngineService>() {}
@@ -99,20 +109,17 @@ const denyMessage = (d: Decision) =>
 export const PolicyEngineLive = Layer.scoped(
   PolicyEngine,
   Effect.gen(function*() {
-    yield* Effect.promise(initCedar)
+    // the engine is loaded by the parser, with the first Cedar set this process reads or receives: a
+    // set is evaluated only once it was parsed here (issue 37: an idle instance holds no engine)
     const parser = yield* cedarParserScoped()
     const parseCedar = (text: string) => Effect.promise(() => parser.parse(text))
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
     const audit = yield* AuditChain
     const events = yield* Events
-    // a PolicyDirectory given from outside (tests' stubs) wins; otherwise the directory's own service
-    const directoryService = yield* Effect.serviceOption(DirectoryPrincipals)
-    const directory = Option.getOrElse(
-      yield* Effect.serviceOption(PolicyDirectory),
-      () => Option.match(directoryService, { onNone: () => emptyDirectory, onSome: directoryPort })
-    )
-    const sso = Option.getOrElse(yield* Effect.serviceOption(PolicySso), () => noSso)
+    // required (decisions §20): the server provides the directory's and SSO's (src/Server.ts), a test its stubs
+    const directory = yield* PolicyDirectory
+    const sso = yield* PolicySso
     const repo = makeRepo(sql)
     const cache = new Map<string, Loaded>()
     /**
@@ -239,6 +246,9 @@ export const PolicyEngineLive = Layer.scoped(
             userAgent: overrides.request?.userAgent ?? request.userAgent
           },
           ...(subject.grant !== undefined ? { grant: subject.grant } : {}),
+          ...(subject.oauth !== undefined
+            ? { resourceServerId: subject.oauth.resourceServerId, resource: subject.oauth.resource, clientOrigin: subject.oauth.clientOrigin }
+            : {}),
           principal: {
             active: overrides.principal?.active ?? found.active,
             groups: overrides.principal?.groups ?? found.groups,
@@ -366,27 +376,35 @@ export const PolicyEngineLive = Layer.scoped(
         }
       })
 
+    const decideFor: PolicyEngineService["decide"] = (action, subject) =>
+      Effect.map(decide(action as PolicyAction, subject, {}), ({ decision, ms }) => ({
+        decision,
+        record: (grantId: string | null) =>
+          record(subject, action as PolicyAction, decision, ms, grantId).pipe(
+            Effect.catchAllCause((cause) => Effect.logError("policy decision not recorded", cause))
+          )
+      }))
+
+    const applies: PolicyEngineService["applies"] = (developerId, action) =>
+      config.policy.backend === "opa"
+        ? Effect.succeed(true)
+        // the vault's hot path reads the in-memory flag; other points the cached entry
+        : action === "vault.exchange"
+        ? Effect.succeed(vaultNamers.has(developerId))
+        : Effect.map(
+          load(developerId).pipe(Effect.catchAllCause(() => Effect.succeed(undefined))),
+          // an entry that cannot be loaded is asked anyway: decide then fails closed
+          (loaded) => loaded === undefined || loaded.cedar !== undefined || loaded.rules.some((r) => (r.actions as ReadonlyArray<string>).includes(action))
+        )
+
     const explain: PolicyEngineService["explain"] = (action, subject, overrides) =>
       Effect.map(decide(action, subject, overrides), ({ decision, ms }) => ({ ...decision, evaluatedAt: new Date(ms).toISOString() }))
 
-    const refreshDenied: PolicyEngineService["refreshDenied"] = (developerId, grantId) =>
-      Effect.gen(function*() {
-        const [grant] = yield* sql<{ agentId: string; principalId: string; scopes: ReadonlyArray<string>; delegationDepth: number; parentGrantId: string | null }>`
-          SELECT agent_id, principal_id, scopes, delegation_depth, parent_grant_id FROM grants WHERE id = ${grantId} AND developer_id = ${developerId}`
-          .pipe(Effect.orDie)
-        if (grant === undefined) return undefined
-        return yield* guard("token.refresh", {
-          developerId,
-          agentId: grant.agentId,
-          principalId: grant.principalId,
-          scopes: grant.scopes,
-          grant: { id: grantId, delegationDepth: Number(grant.delegationDepth), parentGrantId: grant.parentGrantId }
-        }).pipe(Effect.match({ onFailure: (e) => e.message, onSuccess: () => undefined }))
-      })
-
     return {
       guard,
-      refreshDenied,
+      decide: decideFor,
+      applies,
+      denyMessage,
       namesAction: (developerId, action) => action === "vault.exchange" ? vaultNamers.has(developerId) : true,
       explain,
       load,

@@ -19,6 +19,8 @@ import { Authentication } from "../platform/Auth.ts"
 import { ApiKeyRouteErrors, BadRequest, BodyErrors, NotFound, PrincipalInactive, PublicRouteErrors, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import type { PrincipalSession } from "./Service.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { PERMISSIONS_PAGE_DOCS, PRINCIPAL_DOCS, PRINCIPAL_SESSIONS_DOCS } from "./Docs.ts"
 
 /** The principal session that authenticated this request. */
 export class CurrentPrincipal extends Context.Tag("agent-auth/CurrentPrincipal")<CurrentPrincipal, PrincipalSession>() {}
@@ -49,11 +51,19 @@ export const PrincipalGrant = Schema.Struct({
   agentStatus: Schema.Literal("active", "suspended"),
   scopes: Schema.Array(Schema.String),
   scopeDescriptions: Schema.Record({ key: Schema.String, value: Schema.String }),
-  approvalMethod: Schema.Literal("consent", "sso", "passkey", "policy", "developer"),
+  approvalMethod: Schema.Literal("consent", "sso", "passkey", "policy", "developer", "sandbox"),
   issuedAt: Schema.String,
   expiresAt: Schema.String,
   parentGrantId: Schema.NullOr(Schema.String),
-  delegationDepth: Schema.Number
+  delegationDepth: Schema.Number,
+  // decisions §22.5: an OAuth grant's client and the resource it is for
+  oauth: Schema.optional(Schema.Struct({
+    clientName: Schema.String,
+    clientOrigin: Schema.Literal("api", "dcr", "cimd"),
+    resourceServerId: Schema.String,
+    resource: Schema.String,
+    resourceName: Schema.String
+  }))
 })
 
 /** the audit log's own entry shape (src/audit): the principal's entries only */
@@ -75,6 +85,7 @@ export class PrincipalSessionsApi extends HttpApiGroup.make("principalSessions")
   )
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(PRINCIPAL_SESSIONS_DOCS))
 {}
 
 /** The principal's own routes: the session token only */
@@ -82,7 +93,7 @@ export class PrincipalApi extends HttpApiGroup.make("principal")
   .add(
     HttpApiEndpoint.get("grants", "/v1/principal/grants")
       .setUrlParams(Page)
-      .addSuccess(Schema.Struct({ grants: Schema.Array(PrincipalGrant), nextCursor: Schema.NullOr(Schema.String) }))
+      .addSuccess(Schema.Struct({ principalId: Schema.String, grants: Schema.Array(PrincipalGrant), nextCursor: Schema.NullOr(Schema.String) }))
       .addError(BadRequest)
       .annotate(RatePolicy, { routeLimit: 60 })
   )
@@ -103,6 +114,7 @@ export class PrincipalApi extends HttpApiGroup.make("principal")
   .addError(Unauthorized)
   .addError(PublicRouteErrors)
   .middleware(PrincipalAuthentication)
+  .pipe(documented(PRINCIPAL_DOCS))
 {}
 
 /**
@@ -139,4 +151,5 @@ export class PermissionsPageApi extends HttpApiGroup.make("permissionsPage")
       .annotate(RatePolicy, { routeLimit: 30 })
   )
   .addError(PublicRouteErrors)
+  .pipe(documented(PERMISSIONS_PAGE_DOCS))
 {}

@@ -7,6 +7,7 @@ import { CurrentDeveloper } from "../platform/Auth.ts"
 import { fromAnotherSite } from "../platform/FormOrigin.ts"
 import { Unauthorized } from "../platform/Errors.ts"
 import { pageParams } from "../platform/Pagination.ts"
+import { htmlPage } from "../platform/HtmlPage.ts"
 import { CurrentPrincipal, PrincipalAuthentication } from "./Api.ts"
 import { bootPage, confirmPage, messagePage, type Page, PERMISSIONS_SCRIPT, permissionsPage, removePasskeyPage } from "./Page.ts"
 import { type PrincipalSession, Principals } from "./Service.ts"
@@ -50,18 +51,7 @@ export const PrincipalHttp = HttpApiBuilder.group(Api, "principal", (handlers) =
         ))
   })).pipe(Layer.provide(PrincipalAuthenticationLive))
 
-const html = (p: Page, status = 200) =>
-  HttpServerResponse.text(p.html, {
-    status,
-    contentType: "text/html; charset=utf-8",
-    headers: {
-      "content-security-policy": p.csp,
-      "x-content-type-options": "nosniff",
-      "x-frame-options": "DENY",
-      "referrer-policy": "no-referrer",
-      "cache-control": "no-store"
-    }
-  })
+const html = (p: Page, status = 200) => htmlPage(p, status)
 
 const PAGE_SIZE = 100
 

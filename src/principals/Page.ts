@@ -86,7 +86,8 @@ const HOW: Record<PrincipalGrant["approvalMethod"], string> = {
   passkey: "approved by you with a passkey",
   sso: "approved by you after signing in with your organisation",
   policy: "approved automatically by your organisation's policy",
-  developer: "granted by the application"
+  developer: "granted by the application",
+  sandbox: "approved automatically (sandbox)"
 }
 
 const hidden = (name: string, value: string) => `<input type="hidden" name="${name}" value="${escape(value)}">`
@@ -147,9 +148,14 @@ const scopeList = (g: PrincipalGrant) =>
 const revokeButton = (session: string, g: PrincipalGrant) =>
   `<form method="post" action="/permissions/revoke">${hidden("session", session)}${hidden("grantId", g.grantId)}<button class="danger" type="submit" data-grant="${escape(g.grantId)}">Revoke access for ${escape(g.agentName)}</button></form>`
 
+/** an OAuth grant: the client (unverified when it registered itself) and the resource it reaches */
+const oauthLine = (g: PrincipalGrant) =>
+  g.oauth === undefined ? "" : `<p class="meta resource">${g.oauth.clientOrigin === "api" ? "" : `<span class="unverified">Unverified application. </span>`}On <strong class="resource-name">${escape(g.oauth.resourceName)}</strong> <code class="resource-id">${escape(g.oauth.resource)}</code></p>`
+
 const grantBody = (g: PrincipalGrant, parentName: string | undefined) =>
-  `<h2 class="agent-name">${escape(g.agentName)}</h2>
+  `<h2 class="agent-name">${escape(g.oauth?.clientName ?? g.agentName)}</h2>
 <p class="did">${escape(g.agentDid)}</p>
+${oauthLine(g)}
 ${scopeList(g)}
 <p class="meta granted">Since ${escape(when(g.issuedAt))}, ${parentName === undefined ? escape(HOW[g.approvalMethod]) : `delegated by ${escape(parentName)}`}</p>
 <p class="meta expires">Until ${escape(when(g.expiresAt))}</p>

@@ -13,8 +13,9 @@ import { randomBytes } from "node:crypto"
 import { describeScope } from "../authorization/Scopes.ts"
 import { Config } from "../Config.ts"
 import { Grants } from "../grants/Service.ts"
-import { AuditChain, rowToEntry } from "../platform/AuditChain.ts"
+import { AuditChain, ENTRY_COLUMNS, rowToEntry } from "../platform/AuditChain.ts"
 import { DirectoryPrincipals } from "../directory/Principals.ts"
+import { makePrincipalWithdrawal } from "../dpdp/Withdrawal.ts"
 import { BadRequest, NotFound, type PrincipalInactive } from "../platform/Errors.ts"
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
@@ -32,7 +33,8 @@ export interface PrincipalSession {
   readonly expiresAt: Date
 }
 
-export type ApprovalMethod = "consent" | "sso" | "passkey" | "policy" | "developer"
+export type { ApprovalMethod } from "../grants/Record.ts"
+import type { ApprovalMethod } from "../grants/Record.ts"
 
 export interface PrincipalGrant {
   readonly grantId: string
@@ -48,6 +50,14 @@ export interface PrincipalGrant {
   readonly expiresAt: string
   readonly parentGrantId: string | null
   readonly delegationDepth: number
+  /** decisions §22.5: an OAuth grant names its client and the resource it is for */
+  readonly oauth?: {
+    readonly clientName: string
+    readonly clientOrigin: "api" | "dcr" | "cimd"
+    readonly resourceServerId: string
+    readonly resource: string
+    readonly resourceName: string
+  }
 }
 
 export interface PrincipalsService {
@@ -60,7 +70,7 @@ export interface PrincipalsService {
   readonly grants: (
     session: PrincipalSession,
     page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
-  ) => Effect.Effect<{ grants: Array<PrincipalGrant>; nextCursor: string | null }>
+  ) => Effect.Effect<{ principalId: string; grants: Array<PrincipalGrant>; nextCursor: string | null }>
   readonly audit: (
     session: PrincipalSession,
     page: { readonly limit: number; readonly cursor: CursorPosition | undefined }
@@ -88,6 +98,8 @@ const TOKEN_SHAPE = /^pst_[A-Za-z0-9_-]{43}$/
 const GRANT_SELECT = `
   SELECT g.id, g.agent_id, a.name AS agent_name, a.status AS agent_status, g.scopes, g.issued_at, g.expires_at,
          g.parent_grant_id, g.delegation_depth, g.created_at,
+         g.resource_server_id, g.resource, rs.name AS resource_name, rs.scopes AS resource_scopes,
+         COALESCE(oc.client_name, a.name) AS client_name, oc.origin AS client_origin,
          COALESCE(g.approval_method,
            CASE WHEN r.fido_verified_at IS NOT NULL THEN 'passkey'
                 WHEN r.sso_session_id IS NOT NULL THEN 'sso'
@@ -96,6 +108,8 @@ const GRANT_SELECT = `
   FROM grants g
   JOIN agents a ON a.id = g.agent_id
   JOIN developers d ON d.id = g.developer_id
+  LEFT JOIN resource_servers rs ON rs.id = g.resource_server_id
+  LEFT JOIN oauth_clients oc ON oc.agent_id = g.agent_id
   LEFT JOIN LATERAL (
     SELECT id, fido_verified_at, sso_session_id FROM auth_requests WHERE grant_id = g.id
     UNION ALL
@@ -116,10 +130,15 @@ interface GrantRow {
   readonly delegationDepth: number
   readonly createdAt: Date
   readonly approvalMethod: ApprovalMethod
+  readonly resourceServerId: string | null
+  readonly resource: string | null
+  readonly resourceName: string | null
+  readonly resourceScopes: ReadonlyArray<{ readonly name: string; readonly description?: string }> | null
+  readonly clientName: string
+  readonly clientOrigin: "api" | "dcr" | "cimd" | null
 }
 
-const AUDIT_COLUMNS = `id, agent_id, agent_did, grant_id, principal_id, developer_id, action, metadata, hash, prev_hash, timestamp,
-  status, seq, created_at`
+const AUDIT_COLUMNS = `${ENTRY_COLUMNS}, created_at`
 
 export const PrincipalsLive = Layer.effect(
   Principals,
@@ -129,6 +148,8 @@ export const PrincipalsLive = Layer.effect(
     const grants = yield* Grants
     const events = yield* Events
     const chain = yield* AuditChain
+    // decisions §21: the person revoking a grant withdraws the consent records covering it
+    const withdrawConsents = yield* makePrincipalWithdrawal
     const directory = yield* DirectoryPrincipals
 
     const createSession: PrincipalsService["createSession"] = (developerId, input) =>
@@ -175,12 +196,21 @@ export const PrincipalsLive = Layer.effect(
       agentDid: grants.agentDid(g.agentId),
       agentStatus: g.agentStatus,
       scopes: [...g.scopes],
-      scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, describeScope(s)])),
+      // an OAuth grant's scopes are the resource server's, described as it registered them
+      scopeDescriptions: Object.fromEntries(g.scopes.map((s) => [s, g.resourceScopes?.find((d) => d.name === s)?.description ?? describeScope(s)])),
       approvalMethod: g.approvalMethod,
       issuedAt: g.issuedAt.toISOString(),
       expiresAt: g.expiresAt.toISOString(),
       parentGrantId: g.parentGrantId,
-      delegationDepth: g.delegationDepth
+      delegationDepth: g.delegationDepth,
+      ...(g.resourceServerId !== null && g.resource !== null
+        ? {
+          oauth: {
+            clientName: g.clientName, clientOrigin: g.clientOrigin ?? "api", resourceServerId: g.resourceServerId, resource: g.resource,
+            resourceName: g.resourceName ?? g.resource
+          }
+        }
+        : {})
     })
 
     const grantTree: PrincipalsService["grantTree"] = (session, grantId) =>
@@ -219,7 +249,8 @@ export const PrincipalsLive = Layer.effect(
           params as any
         ).pipe(Effect.orDie)
         const { page: shown, nextCursor } = toPage(rows, page.limit)
-        return { grants: shown.map(toView), nextCursor }
+        // whose grants these are, at the top as the published protocol answers
+        return { principalId: session.principalId, grants: shown.map(toView), nextCursor }
       })
 
     const audit: PrincipalsService["audit"] = (session, page) =>
@@ -250,6 +281,7 @@ export const PrincipalsLive = Layer.effect(
           return yield* Effect.fail(new NotFound({ message: "Grant not found" }))
         }
         const revoked = (yield* grants.revoke(session.developerId, grantId)) ?? []
+        yield* withdrawConsents(session.developerId, [...new Set([grantId, ...revoked])])
         if (grant.status === "active") {
           yield* events.emit(session.developerId, "principal.grant_revoked", { grantId })
           yield* chain.append({

@@ -174,7 +174,7 @@ export const SsoAdminLive = Layer.effect(
       Effect.gen(function*() {
         const values = yield* connectionValues(input, undefined, checkOptions)
         const ms = yield* nowMillis
-        const id = newId("ssoconn", ms)
+        const id = newId("sso", ms)
         yield* sql.withTransaction(Effect.gen(function*() {
           // the developer row serialises creations, so two cannot both take the 20th place or one domain
           yield* sql`SELECT id FROM developers WHERE id = ${developerId} FOR UPDATE`

@@ -21,6 +21,8 @@ import {
   PublicRouteErrors, SsoAuthFailed, SsoError
 } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { SSO_CONNECTIONS_DOCS, SSO_LOGIN_DOCS } from "./Docs.ts"
 
 const Html = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/html" }))
 const Str = (max: number) => Schema.String.pipe(Schema.maxLength(max))
@@ -154,13 +156,15 @@ export class SsoConnectionsApi extends HttpApiGroup.make("ssoConnections")
   .add(
     HttpApiEndpoint.post("setConfig", "/v1/sso/config")
       .setPayload(Schema.Struct({ issuerUrl: Str(3000), clientId: Str(1000), clientSecret: Str(4000), redirectUri: Schema.optional(Str(3000)) }))
-      .addSuccess(LegacyView)
+      // 201 on every set, a replacement too, as the published protocol answers
+      .addSuccess(LegacyView, { status: 201 })
       .addError(BadRequest).addError(BodyErrors).addError(ProtocolNotSupported).addError(Conflict).addError(PlanLimitExceeded)
   )
   .add(HttpApiEndpoint.get("getConfig", "/v1/sso/config").addSuccess(LegacyView).addError(NotFound))
   .add(HttpApiEndpoint.del("removeConfig", "/v1/sso/config").addSuccess(Schema.Void, { status: 204 }).addError(NotFound))
   .addError(ApiKeyRouteErrors)
   .middleware(Authentication)
+  .pipe(documented(SSO_CONNECTIONS_DOCS))
 {}
 
 const LoginParams = Schema.Struct({
@@ -208,4 +212,5 @@ export class SsoLoginApi extends HttpApiGroup.make("ssoLogin")
       .annotate(RatePolicy, { routeLimit: 60 })
   )
   .addError(PublicRouteErrors)
+  .pipe(documented(SSO_LOGIN_DOCS))
 {}

@@ -204,6 +204,8 @@ export const SsoLoginLive = Layer.effect(
         ? `${config.publicBaseUrl}/consent?req=${encodeURIComponent(loginState.target.consentRequestId)}`
         : loginState.target?.kind === "permissions"
         ? result.dashboardUrl
+        : loginState.target?.kind === "oauth"
+        ? withParams(loginState.target.returnTo, { done: "1" })
         : loginState.redirectUri !== null
         ? withParams(loginState.redirectUri, { sso_session: result.sessionId })
         : null
@@ -211,6 +213,8 @@ export const SsoLoginLive = Layer.effect(
     const refusedLocation: SsoLoginService["refusedLocation"] = (loginState) =>
       loginState.target?.kind === "consent"
         ? `${config.publicBaseUrl}/consent?req=${encodeURIComponent(loginState.target.consentRequestId)}&error=access_denied`
+        : loginState.target?.kind === "oauth"
+        ? withParams(loginState.target.returnTo, { error: "access_denied" })
         : loginState.redirectUri !== null
         ? withParams(loginState.redirectUri, { error: "access_denied" })
         : null

@@ -25,6 +25,8 @@ export const PRE_LOGIN_COOKIE_PREFIX = "__Host-aas_login_"
 export type LoginTarget =
   | { readonly kind: "consent"; readonly consentRequestId: string }
   | { readonly kind: "permissions" }
+  /** an OAuth authorization's sign-in (decisions §22.5): back to its issuer's SSO step, which reads the session */
+  | { readonly kind: "oauth"; readonly returnTo: string }
 
 export interface LoginState {
   readonly state: string

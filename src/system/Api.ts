@@ -3,6 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { InternalError, RateLimitUnavailable, RateLimited, Unauthorized } from "../platform/Errors.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { SYSTEM_DOCS } from "./Docs.ts"
 
 export const Health = Schema.Struct({
   status: Schema.Literal("ok", "degraded"),
@@ -84,4 +86,5 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   )
   // browsers ask for it on every page (the consent page): answered empty rather than 404
   .add(HttpApiEndpoint.get("favicon", "/favicon.ico").addSuccess(Schema.Void, { status: 204 }).annotate(RatePolicy, { exempt: true }))
+  .pipe(documented(SYSTEM_DOCS))
 {}

@@ -18,7 +18,8 @@ export const SystemHttp = HttpApiBuilder.group(Api, "system", (handlers) =>
     const keys = yield* Keys
     const metrics = yield* Metrics
     const config = yield* Config
-    const spec = OpenApi.fromApi(Api)
+    // the document names this service's own address as its server (the generated one says "/")
+    const spec = { ...OpenApi.fromApi(Api), servers: [{ url: config.publicBaseUrl, description: "this service" }] }
     const probes = yield* makeProbes
     const dependencies = yield* Dependencies
     const { commit, builtAt } = buildInfo()

@@ -54,7 +54,7 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
       { path: "/v1/consent-bundles/:id", handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
       { path: "/v1/consent-bundles/:id/revocation-status", handle: ({ developer }, { id }) => bundles.revocationStatus(developer!.id, id!) },
       // (verify and the exchange: the anomaly rules and the exchange's policies read the request)
-      { method: "POST", path: "/v1/tokens/verify", readsRequest: true, handle: ({ developer }, _, payload: { token: string }) => verifyToken(developer!, payload.token) },
+      { method: "POST", path: "/v1/tokens/verify", readsRequest: true, handle: ({ developer }, _, payload: { token: string; audience?: string }) => verifyToken(developer!, payload) },
       // authenticated by its grant token (the gate verified and counted it); the body read as the handler reads it
       { method: "POST", path: "/v1/vault/credentials/exchange", body: "text", readsRequest: true, handle: ({ grant }, _, text: string) => vault.exchange(grant, text) }
     ], rt, options)

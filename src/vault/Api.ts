@@ -3,12 +3,14 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { Authentication } from "../platform/Auth.ts"
 import {
-  ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialUnreadable, Forbidden, NotFound, PublicRouteErrors, Unauthorized,
+  ApiKeyRouteErrors, BadRequest, BodyErrors, CredentialUnreadable, Forbidden, NotFound, PrincipalInactive, PublicRouteErrors, Unauthorized,
   UpstreamRefreshFailed
 } from "../platform/Errors.ts"
 import { LimitParam } from "../platform/Pagination.ts"
 import { RatePolicy } from "../platform/RateLimit.ts"
 import { BoundedMetadata } from "../platform/Metadata.ts"
+import { documented } from "../platform/OperationDocs.ts"
+import { VAULT_DOCS } from "./Docs.ts"
 
 const Secret = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(16_384))
 const Identifier = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
@@ -96,6 +98,7 @@ export class VaultApi extends HttpApiGroup.make("vault")
       .addError(Unauthorized)
       .addError(BodyErrors)
       .addError(Forbidden)
+      .addError(PrincipalInactive)
       .addError(NotFound)
       .addError(UpstreamRefreshFailed)
       .addError(CredentialUnreadable)
@@ -130,4 +133,5 @@ export class VaultApi extends HttpApiGroup.make("vault")
       .middleware(Authentication)
   )
   .addError(PublicRouteErrors)
+  .pipe(documented(VAULT_DOCS))
 {}

@@ -11,11 +11,11 @@ import type { AuditedEvent, AuditedEventsService } from "../platform/AuditedEven
 import { BadRequest, Forbidden, NotFound, Unauthorized } from "../platform/Errors.ts"
 import type { MetricsService } from "../platform/Metrics.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
-import type { PolicyEngineService } from "../policies/Service.ts"
-import { makeCoalescer } from "./Coalesce.ts"
+import type { GateService } from "../gate/Gate.ts"
+import { makeCoalescer } from "../platform/Coalesce.ts"
 import type { makeRefresh } from "./Refresh.ts"
 import type { ExchangeKey, makeRepo } from "./Repo.ts"
-import type { VaultService } from "./Service.ts"
+import type { VaultService } from "./Types.ts"
 
 /** An exchange's failed outcome, as the label of agent_auth_vault_exchanges_total (a fixed small set). */
 const exchangeFailure = (cause: Cause.Cause<unknown>): string => {
@@ -65,12 +65,12 @@ const STORABLE_SERVICE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 /** The exchange, built once per service from its dependencies and the refresher (its batches and coalescers live in it). */
 export const makeExchange = (deps: {
   readonly repo: ReturnType<typeof makeRepo>
-  readonly metrics: MetricsService | undefined
-  readonly anomalies: AnomalyCoreService | undefined
+  readonly metrics: MetricsService
+  readonly anomalies: AnomalyCoreService
   readonly audited: AuditedEventsService
-  readonly policyEngine: PolicyEngineService
+  readonly gate: GateService
 } & ReturnType<typeof makeRefresh>): VaultService["exchange"] => {
-  const { repo, metrics, anomalies, audited, policyEngine, decrypt, isExpired, isRefreshable, refreshOnce } = deps
+  const { repo, metrics, anomalies, audited, gate, decrypt, isExpired, isRefreshable, refreshOnce } = deps
 
   /**
    * The event and audit-chain entry of each exchange are committed before the token is handed
@@ -88,7 +88,7 @@ export const makeExchange = (deps: {
   const exchange: VaultService["exchange"] = (claims, rawBody) =>
     exchangeOnce(claims, rawBody).pipe(
       Effect.onExit((exit) =>
-        Effect.sync(() => metrics?.inc("vault_exchanges_total", { outcome: exit._tag === "Success" ? "exchanged" : exchangeFailure(exit.cause) }))
+        Effect.sync(() => metrics.inc("vault_exchanges_total", { outcome: exit._tag === "Success" ? "exchanged" : exchangeFailure(exit.cause) }))
       )
     )
 
@@ -115,11 +115,9 @@ export const makeExchange = (deps: {
       })
       const status = tokenStatusOf(claims, found.token, startedMs)
       const row = found.credential
-      // decisions §14: a suspended agent's token (AD-008) is an alert; a used token marks its network (AD-003)
-      if (anomalies !== undefined) {
-        if (status === "revoked" && suspendedAgentToken(claims, found.token)) {
-          yield* anomalies.suspendedAgentUse(claims.dev, agentIdOf(claims.agt) ?? "", claims.grnt, "vault exchange")
-        } else if (status === "active") yield* anomalies.tokenUsed(claims.dev, agentIdOf(claims.agt) ?? "")
+      // decisions §14: a suspended agent's token (AD-008) is an alert (the gate's step 1 is this online status, §20)
+      if (status === "revoked" && suspendedAgentToken(claims, found.token)) {
+        yield* anomalies.suspendedAgentUse(claims.dev, agentIdOf(claims.agt) ?? "", claims.grnt, "vault exchange")
       }
       if (status !== "active") {
         return yield* Effect.fail(new Unauthorized({ message: status === "revoked" ? "Grant or grant token has been revoked, or its agent suspended" : "Grant token missing, invalid or expired" }))
@@ -132,16 +130,16 @@ export const makeExchange = (deps: {
       if (!scopeAllows(claims.scp, service)) {
         return yield* Effect.fail(new Forbidden({ message: noScopeMessage(service) }))
       }
-      // decisions §13: evaluated only for developers with a policy naming vault.exchange (an in-memory flag), deny → 403
-      if (policyEngine.namesAction(claims.dev, "vault.exchange")) {
-        yield* policyEngine.guard("vault.exchange", {
-          developerId: claims.dev,
-          agentId: agentIdOf(claims.agt) ?? "",
-          principalId: claims.sub,
-          scopes: claims.scp,
-          grant: { id: claims.grnt, delegationDepth: claims.delegationDepth ?? 0, parentGrantId: claims.parentGrnt ?? null }
-        }).pipe(Effect.mapError((denied) => new Forbidden({ message: denied.message })))
-      }
+      // decisions §20: the principal active, policies (§13 revised: whenever one could apply, a deny → 403
+      // FORBIDDEN), the network sighting (AD-003); developers with neither rules nor a Cedar set pay an in-memory lookup
+      yield* gate.checkUse("vault.exchange", {
+        developerId: claims.dev,
+        agentId: agentIdOf(claims.agt) ?? "",
+        principalId: claims.sub,
+        scopes: claims.scp,
+        grant: { id: claims.grnt, delegationDepth: claims.delegationDepth ?? 0, parentGrantId: claims.parentGrnt ?? null },
+        principalInactive: found.principalInactive
+      }).pipe(Effect.catchTag("PolicyDenied", (denied) => Effect.fail(new Forbidden({ message: denied.message }))))
       // 4. The credential.
       if (row === undefined) {
         return yield* Effect.fail(new NotFound({ message: "No credential for this principal and service" }))

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import type { OperatorCommand } from "../operator.ts"
+import type { OperatorCommand } from "../platform/OperatorCommand.ts"
 import { ssoSecretContext } from "../sso/Connections.ts"
 import { secretContext } from "../webhooks/Service.ts"
 import { nowMillis } from "../platform/Time.ts"

@@ -52,16 +52,21 @@ interface ExchangeTokenColumns {
   readonly grantExpiresAt: Date | null
   readonly grantDeveloperId: string | null
   readonly tokenRevokedAt: Date | null
+  readonly principalInactive: boolean | null
 }
 
 export interface ExchangeRead {
   readonly token: TokenRow | undefined
   readonly credential: CredentialRow | undefined
+  /** the principal has directory users and none is active (decisions §20's principal step, read here) */
+  readonly principalInactive: boolean
 }
 
 /** the statement of `findForExchange` (exported so the benchmark's floor sends the same text) */
 export const FIND_FOR_EXCHANGE_SQL = `SELECT k.n, g.status AS grant_status, g.expires_at AS grant_expires_at, g.developer_id AS grant_developer_id,
-                t.revoked_at AS token_revoked_at, ${AGENT_STATUS_SQL}, ${COLUMNS.replace(/(\w+)/g, "v.$1")}
+                t.revoked_at AS token_revoked_at, ${AGENT_STATUS_SQL}, ${COLUMNS.replace(/(\w+)/g, "v.$1")},
+                (SELECT count(*) > 0 AND NOT bool_or(u.active AND u.deleted_at IS NULL) FROM scim_users u
+                  WHERE u.developer_id = k.developer_id AND u.principal_id = k.principal_id) AS principal_inactive
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
               WITH ORDINALITY AS k(grnt, jti, developer_id, principal_id, service, n)
          LEFT JOIN grants g ON g.id = k.grnt
@@ -92,13 +97,14 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
         [keys.map((k) => k.grnt), keys.map((k) => k.jti), keys.map((k) => k.developerId), keys.map((k) => k.principalId),
           keys.map((k) => k.service)] as any
       ).pipe(Effect.map((rows) => {
-        const out: Array<ExchangeRead> = keys.map(() => ({ token: undefined, credential: undefined }))
+        const out: Array<ExchangeRead> = keys.map(() => ({ token: undefined, credential: undefined, principalInactive: false }))
         for (const r of rows) {
           out[Number(r.n) - 1] = {
             token: r.grantStatus === null
               ? undefined
               : { status: r.grantStatus, expiresAt: r.grantExpiresAt!, developerId: r.grantDeveloperId!, revokedAt: r.tokenRevokedAt, agentStatus: r.agentStatus },
-            credential: r.id === null ? undefined : normalise(r)
+            credential: r.id === null ? undefined : normalise(r),
+            principalInactive: r.principalInactive === true
           }
         }
         return out

@@ -5,7 +5,8 @@
  * and are never logged. The exchange itself is Exchange.ts, decrypting and refreshing Refresh.ts,
  * the upstream token endpoint Upstream.ts; this file holds the service's shape, storage and listing.
  */
-import { optionalCore } from "../anomalies/Core.ts"
+import { AnomalyCore } from "../anomalies/Core.ts"
+import { Gate } from "../gate/Gate.ts"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { Config } from "../Config.ts"
@@ -16,54 +17,16 @@ import { Metrics } from "../platform/Metrics.ts"
 import type { GrantTokenClaims } from "../platform/Keys.ts"
 import { decodeCursor, pageLimit, toPage } from "../platform/Pagination.ts"
 import { iso, nowMillis } from "../platform/Time.ts"
-import { PolicyEngine } from "../policies/Service.ts"
-import { type StoreCredential } from "./Api.ts"
 import { type Keyring, sealSecrets, type Secrets, VaultKeys, VaultKeysLive } from "./Crypto.ts"
 import { makeExchange } from "./Exchange.ts"
 import { makeRefresh, notFound } from "./Refresh.ts"
-import { type CredentialRow, makeRepo } from "./Repo.ts"
+import { makeRepo } from "./Repo.ts"
+import { credentialView, type VaultService } from "./Types.ts"
 import { checkTokenEndpoint } from "./Upstream.ts"
 
 export { acceptedScopes, exchangeService, scopeAllows } from "./Exchange.ts"
+export { credentialView, type CredentialView, type VaultCredentialOut, type VaultService } from "./Types.ts"
 export { REFRESH_TIMEOUT_MS } from "./Upstream.ts"
-
-export const credentialView = (row: CredentialRow) => ({
-  id: row.id,
-  principalId: row.principalId,
-  service: row.service,
-  credentialType: row.credentialType,
-  tokenExpiresAt: iso(row.tokenExpiresAt),
-  metadata: row.metadata ?? {},
-  hasRefreshToken: row.hasRefreshToken,
-  tokenEndpoint: row.tokenEndpoint,
-  refreshedAt: iso(row.refreshedAt),
-  createdAt: iso(row.createdAt)!,
-  updatedAt: iso(row.updatedAt)!
-})
-export type CredentialView = ReturnType<typeof credentialView>
-
-export interface VaultCredentialOut {
-  readonly accessToken: string
-  readonly service: string
-  readonly credentialType: string
-  readonly tokenExpiresAt: string | null
-  readonly metadata: Record<string, unknown>
-}
-
-export interface VaultService {
-  readonly store: (developerId: string, input: StoreCredential) => Effect.Effect<CredentialView, BadRequest>
-  readonly list: (
-    developerId: string,
-    query: { principalId?: string; service?: string; cursor?: string; limit?: string }
-  ) => Effect.Effect<{ credentials: Array<CredentialView>; nextCursor: string | null }, BadRequest>
-  readonly get: (developerId: string, id: string) => Effect.Effect<CredentialView, NotFound>
-  readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
-  /** the exchange, given the claims the gate verified and the raw request body */
-  readonly exchange: (
-    claims: GrantTokenClaims | undefined,
-    rawBody: string
-  ) => Effect.Effect<VaultCredentialOut, Unauthorized | BadRequest | Forbidden | NotFound | UpstreamRefreshFailed | CredentialUnreadable>
-}
 
 export class Vault extends Context.Tag("agent-auth/Vault")<Vault, VaultService>() {}
 
@@ -72,11 +35,11 @@ export const VaultServiceLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* Config
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
-    const anomalies = yield* optionalCore // decisions §14: inline rules
+    const metrics = yield* Metrics
+    const anomalies = yield* AnomalyCore // decisions §14: inline rules
+    const gate = yield* Gate
     const ring: Keyring = yield* VaultKeys
     const audited = yield* AuditedEvents
-    const policyEngine = yield* PolicyEngine
     const repo = makeRepo(sql)
 
     const store: VaultService["store"] = (developerId, input) =>
@@ -155,7 +118,7 @@ export const VaultServiceLive = Layer.effect(
           : Effect.fail(notFound()))
 
     const refresh = makeRefresh({ repo, ring, config })
-    const exchange = makeExchange({ repo, metrics, anomalies, audited, policyEngine, ...refresh })
+    const exchange = makeExchange({ repo, metrics, anomalies, audited, gate, ...refresh })
 
     return { store, list, get, remove, exchange }
   })

@@ -52,6 +52,10 @@ export const signDelivery = (secret: string, eventId: string, body: string, time
   }
 }
 
+/** the JSON body of every delivery (and of a test send): the event envelope */
+export const envelopeBody = (eventId: string, type: string, createdAt: Date, data: unknown) =>
+  JSON.stringify({ id: eventId, type, createdAt: createdAt.toISOString(), data })
+
 export type Outcome =
   | { readonly ok: true; readonly status: number }
   | { readonly ok: false; readonly status: number | null; readonly error: string }

@@ -14,7 +14,7 @@ export interface DeliveryRow {
   readonly id: string
   readonly eventId: string
   readonly eventType: string
-  readonly status: "pending" | "delivered" | "failed"
+  readonly status: "pending" | "held" | "delivered" | "failed"
   readonly attempts: number
   readonly maxAttempts: number
   readonly lastError: string | null
@@ -77,7 +77,7 @@ export const deliveryPage = (sql: SqlClient.SqlClient, endpointId: string, query
   })
 
 /**
- * Soft-deletes the developer's endpoint of these kinds and fails its pending deliveries, in one
+ * Soft-deletes the developer's endpoint of these kinds and fails its pending and held deliveries, in one
  * transaction; false when there is no such live endpoint.
  */
 export const retireEndpoint = (sql: SqlClient.SqlClient, developerId: string, id: string, kinds: ReadonlyArray<EndpointKind>, at: Date) =>
@@ -86,8 +86,8 @@ export const retireEndpoint = (sql: SqlClient.SqlClient, developerId: string, id
                               WHERE id = ${id} AND developer_id = ${developerId} AND kind IN ${sql.in(kinds)} AND deleted_at IS NULL
                               RETURNING id`
       if (rows.length === 0) return false
-      // nothing more is sent to a deleted endpoint
+      // nothing more is sent to a deleted endpoint (nor kept for it while it was disabled)
       yield* sql`UPDATE webhook_deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = ${at}
-                 WHERE endpoint_id = ${id} AND status = 'pending'`
+                 WHERE endpoint_id = ${id} AND status IN ('pending', 'held')`
       return true
   })).pipe(Effect.orDie)

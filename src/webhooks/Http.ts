@@ -13,6 +13,8 @@ export const WebhooksHttp = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
     return handlers
       .handle("create", ({ payload }) => withDeveloper((d) => webhooks.create(d, payload)))
       .handle("list", () => withDeveloper(webhooks.list))
+      .handle("update", ({ path, payload }) => withDeveloper((d) => webhooks.update(d, path.id, payload)))
+      .handle("test", ({ path, payload }) => withDeveloper((d) => webhooks.test(d, path.id, payload.eventType)))
       .handle("remove", ({ path }) => withDeveloper((d) => Effect.as(webhooks.remove(d, path.id), HttpServerResponse.empty({ status: 204 }))))
       .handle("deliveries", ({ path, urlParams }) =>
         withDeveloper((d) => {

@@ -9,13 +9,17 @@ import { randomBytes } from "node:crypto"
 import { planOf } from "../billing/Plans.ts"
 import { Config } from "../Config.ts"
 import { BadRequest, Conflict, NotFound, PlanLimitExceeded } from "../platform/Errors.ts"
-import { EVENT_TYPES, nudgeDeliveryWorkers } from "../platform/Events.ts"
+import { EVENT_TYPES, type EventType, nudgeDeliveryWorkers } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { openSync, seal, type Sealed, VaultKeys, VaultKeysLive } from "../vault/Crypto.ts"
 import { SECRET_PREFIX } from "./Delivery.ts"
 import { type DeliveryQuery, deliveryPage, type DeliveryRow, deliveryView, type DeliveryView, retireEndpoint } from "./History.ts"
-import { checkReceiverUrl } from "../platform/Outbound.ts"
+import { checkReceiverName, checkReceiverUrl } from "../platform/Outbound.ts"
+import { expireHeld, holdPending, releaseHeld } from "./Pause.ts"
+import { sendTest, type TestResult } from "./TestSend.ts"
+
+const isEventType = (type: string): type is EventType => (EVENT_TYPES as ReadonlyArray<string>).includes(type)
 
 export interface EndpointRow {
   readonly id: string
@@ -23,10 +27,12 @@ export interface EndpointRow {
   readonly url: string
   readonly events: ReadonlyArray<string>
   readonly secretCiphertext: string
+  readonly enabled: boolean
   readonly createdAt: Date
 }
 
-const endpointView = (e: EndpointRow) => ({ id: e.id, url: e.url, events: [...e.events], createdAt: e.createdAt.toISOString() })
+const endpointView = (e: EndpointRow) => ({ id: e.id, url: e.url, events: [...e.events], enabled: e.enabled, createdAt: e.createdAt.toISOString() })
+const ENDPOINT_COLUMNS = "id, developer_id, url, events, secret_ciphertext, enabled, created_at"
 
 /** the row a webhook secret belongs to: a ciphertext moved to another endpoint does not decrypt */
 export const secretContext = (id: string, developerId: string) => ({ id, developerId, principalId: "webhook", service: "webhook-secret" })
@@ -48,6 +54,12 @@ export interface ReplayInput {
   readonly status?: "delivered" | "failed" | undefined
 }
 
+export interface EndpointChange {
+  readonly url?: string | undefined
+  readonly events?: ReadonlyArray<string> | undefined
+  readonly enabled?: boolean | undefined
+}
+
 export interface WebhooksService {
   readonly create: (developerId: string, input: { url: string; events: ReadonlyArray<string> }) => Effect.Effect<
     ReturnType<typeof endpointView> & { secret: string },
@@ -55,6 +67,10 @@ export interface WebhooksService {
   >
   readonly list: (developerId: string) => Effect.Effect<{ webhooks: Array<ReturnType<typeof endpointView>> }>
   readonly remove: (developerId: string, id: string) => Effect.Effect<void, NotFound>
+  /** PATCH: url and events checked as on create; `enabled: false` holds deliveries, `true` releases them */
+  readonly update: (developerId: string, id: string, change: EndpointChange) => Effect.Effect<ReturnType<typeof endpointView>, NotFound | BadRequest>
+  /** a signed sample event sent now, to an enabled or disabled endpoint (TestSend.ts) */
+  readonly test: (developerId: string, id: string, eventType: string | undefined) => Effect.Effect<TestResult, NotFound | BadRequest>
   readonly deliveries: (developerId: string, id: string, query: DeliveryQuery) => Effect.Effect<
     { deliveries: Array<DeliveryView>; nextCursor: string | null },
     NotFound | BadRequest
@@ -75,6 +91,14 @@ export const WebhooksServiceLive = Layer.effect(
     const config = yield* Config
     const ring = yield* VaultKeys
     const notFound = () => new NotFound({ message: "Webhook not found" })
+    const secretOf: WebhooksService["secretOf"] = (row) => {
+      try {
+        const opened = openSync(ring, secretContext(row.id, row.developerId), JSON.parse(row.secretCiphertext) as Sealed)
+        return typeof opened === "string" ? opened : undefined
+      } catch {
+        return undefined
+      }
+    }
 
     const own = (developerId: string, id: string) =>
       sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} AND developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL`.pipe(
@@ -83,19 +107,27 @@ export const WebhooksServiceLive = Layer.effect(
       )
 
     const sealSecret = (id: string, developerId: string, secret: string) => sealEndpointSecret(ring, id, developerId, secret)
+    // the same checks and messages on create and PATCH: the address rules, then (decisions §19, revised)
+    // a name that resolves to a loopback or private address is refused up front, as for alert channels
+    const checkUrl = (url: string) => {
+      const check = checkReceiverUrl(url, config.webhooks.allowPrivateHosts)
+      if (!check.ok) return Effect.fail(new BadRequest({ message: check.reason }))
+      return Effect.flatMap(Effect.promise(() => checkReceiverName(check.url, config.webhooks.allowPrivateHosts)), (named) =>
+        named.ok ? Effect.void : Effect.fail(new BadRequest({ message: named.reason })))
+    }
+    const checkEvents = (events: ReadonlyArray<string>) => {
+      if (events.length === 0) return Effect.fail(new BadRequest({ message: "events must name at least one event type" }))
+      const unknown = events.filter((e) => !isEventType(e))
+      return unknown.length === 0 ? Effect.void : Effect.fail(new BadRequest({
+        message: `Unknown event types: ${unknown.map((e) => JSON.stringify(e.slice(0, 100))).join(", ")}; the event types are ${EVENT_TYPES.join(", ")}`
+      }))
+    }
 
     return {
       create: (developerId, input) =>
         Effect.gen(function*() {
-          const check = checkReceiverUrl(input.url, config.webhooks.allowPrivateHosts)
-          if (!check.ok) return yield* Effect.fail(new BadRequest({ message: check.reason }))
-          if (input.events.length === 0) return yield* Effect.fail(new BadRequest({ message: "events must name at least one event type" }))
-          const unknown = input.events.filter((e) => !(EVENT_TYPES as ReadonlyArray<string>).includes(e))
-          if (unknown.length > 0) {
-            return yield* Effect.fail(new BadRequest({
-              message: `Unknown event types: ${unknown.map((e) => JSON.stringify(e.slice(0, 100))).join(", ")}; the event types are ${EVENT_TYPES.join(", ")}`
-            }))
-          }
+          yield* checkUrl(input.url)
+          yield* checkEvents(input.events)
           const ms = yield* nowMillis
           const id = newId("wh", ms)
           const secret = newSecret()
@@ -114,13 +146,13 @@ export const WebhooksServiceLive = Layer.effect(
             const [row] = yield* sql<EndpointRow>`
               INSERT INTO webhook_endpoints (id, developer_id, url, events, secret_ciphertext, created_at)
               VALUES (${id}, ${developerId}, ${input.url}, ${[...new Set(input.events)] as any}, ${sealSecret(id, developerId, secret)}, ${new Date(ms)})
-              RETURNING id, developer_id, url, events, secret_ciphertext, created_at`
+              RETURNING ${sql.unsafe(ENDPOINT_COLUMNS)}`
             return row!
           })).pipe(Effect.catchTag("SqlError", Effect.die))
           return { ...endpointView(row), secret }
         }),
       list: (developerId) =>
-        sql<EndpointRow>`SELECT id, developer_id, url, events, secret_ciphertext, created_at FROM webhook_endpoints
+        sql<EndpointRow>`SELECT ${sql.unsafe(ENDPOINT_COLUMNS)} FROM webhook_endpoints
                          WHERE developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL ORDER BY created_at DESC, id DESC`.pipe(
           Effect.orDie,
           Effect.map((rows) => ({ webhooks: rows.map(endpointView) }))
@@ -130,7 +162,56 @@ export const WebhooksServiceLive = Layer.effect(
           const ms = yield* nowMillis
           if (!(yield* retireEndpoint(sql, developerId, id, ["endpoint"], new Date(ms)))) return yield* Effect.fail(notFound())
         }),
-      deliveries: (developerId, id, query) => Effect.zipRight(own(developerId, id), deliveryPage(sql, id, query)),
+      update: (developerId, id, change) =>
+        Effect.gen(function*() {
+          if (change.url === undefined && change.events === undefined && change.enabled === undefined) {
+            return yield* Effect.fail(new BadRequest({ message: "Nothing to update: give url, events or enabled" }))
+          }
+          if (change.url !== undefined) yield* checkUrl(change.url)
+          if (change.events !== undefined) yield* checkEvents(change.events)
+          const at = new Date(yield* nowMillis)
+          const { row, released } = yield* sql.withTransaction(Effect.gen(function*() {
+            const [before] = yield* sql<{ enabled: boolean }>`SELECT enabled FROM webhook_endpoints
+              WHERE id = ${id} AND developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL FOR UPDATE`
+            if (before === undefined) return yield* Effect.fail(notFound())
+            const events = change.events === undefined ? null : [...new Set(change.events)]
+            const [row] = yield* sql<EndpointRow>`UPDATE webhook_endpoints SET url = coalesce(${change.url ?? null}, url),
+                events = coalesce(${events as any}::text[], events), enabled = coalesce(${change.enabled ?? null}::boolean, enabled)
+              WHERE id = ${id} RETURNING ${sql.unsafe(ENDPOINT_COLUMNS)}`
+            let released = 0
+            if (before.enabled && !row!.enabled) yield* holdPending(sql, id, at)
+            if (!before.enabled && row!.enabled) {
+              yield* expireHeld(sql, id, at)
+              released = (yield* releaseHeld(sql, id, at)).length
+              if (released > 0) yield* sql`SELECT pg_notify('webhook_deliveries', ${developerId})`
+            }
+            return { row: row!, released }
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          if (released > 0) nudgeDeliveryWorkers()
+          return endpointView(row)
+        }),
+      test: (developerId, id, eventType) =>
+        Effect.gen(function*() {
+          if (eventType !== undefined) yield* checkEvents([eventType])
+          const [row] = yield* sql<EndpointRow & { previousSecretCiphertext: string | null; previousSecretExpiresAt: Date | null }>`
+            SELECT ${sql.unsafe(ENDPOINT_COLUMNS)}, previous_secret_ciphertext, previous_secret_expires_at FROM webhook_endpoints
+            WHERE id = ${id} AND developer_id = ${developerId} AND kind = 'endpoint' AND deleted_at IS NULL`.pipe(Effect.orDie)
+          if (row === undefined) return yield* Effect.fail(notFound())
+          const open = (secretCiphertext: string) => secretOf({ id, developerId, secretCiphertext })
+          return yield* sendTest({
+            url: row.url,
+            secret: open(row.secretCiphertext),
+            previousSecret: row.previousSecretCiphertext === null ? undefined : open(row.previousSecretCiphertext),
+            previousSecretExpiresAt: row.previousSecretExpiresAt
+          }, (eventType ?? row.events[0]) as EventType).pipe(Effect.provideService(Config, config))
+        }),
+      deliveries: (developerId, id, query) =>
+        Effect.gen(function*() {
+          yield* own(developerId, id)
+          // held deliveries past their 7 days are listed as what they are now: failed
+          yield* expireHeld(sql, id, new Date(yield* nowMillis)).pipe(Effect.orDie)
+          return yield* deliveryPage(sql, id, query)
+        }),
       retry: (developerId, id, deliveryId) =>
         Effect.gen(function*() {
           yield* own(developerId, id)
@@ -195,14 +276,7 @@ export const WebhooksServiceLive = Layer.effect(
           if (answer.requeued > 0) nudgeDeliveryWorkers()
           return answer
         }),
-      secretOf: (row) => {
-        try {
-          const opened = openSync(ring, secretContext(row.id, row.developerId), JSON.parse(row.secretCiphertext) as Sealed)
-          return typeof opened === "string" ? opened : undefined
-        } catch {
-          return undefined
-        }
-      }
+      secretOf
     }
   })
 )

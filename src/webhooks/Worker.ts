@@ -19,7 +19,7 @@ import { Metrics } from "../platform/Metrics.ts"
 import { PLAN_EACH_TIME } from "../platform/PgPool.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { slackMessage } from "../anomalies/SlackMessage.ts"
-import { send, signDelivery, USER_AGENT } from "./Delivery.ts"
+import { envelopeBody, send, signDelivery, USER_AGENT } from "./Delivery.ts"
 import type { EndpointKind } from "./History.ts"
 import { Webhooks } from "./Service.ts"
 
@@ -60,28 +60,13 @@ interface Claimed {
 }
 
 /**
- * Claims up to `slots` due deliveries, fairly (decisions §19): round-robin across developers (each
- * developer's first due row, then each one's second, ...), counting what each developer and each
- * endpoint already has in flight (a live lease, on any instance); never more than
- * `endpointConcurrency` in flight per endpoint nor `developerConcurrency` per developer. So a dead
- * receiver holds at most its developer's share of the sends, and another developer's delivery is
- * claimed as soon as a slot is free.
+ * The claim (parameters: now, lease end, endpoint concurrency, developer concurrency, slots).
+ * Bounded work whatever the backlog: the developers with pending rows are found by skipping through
+ * an index (one probe each), each live endpoint of theirs offers at most its share of due rows (an
+ * index range), and what is in flight is read from the leased rows. Planned on each execution
+ * (`PLAN_EACH_TIME`): a generic plan read the whole backlog.
  */
-export const claimDue = (slots: number) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const config = yield* Config
-    const ms = yield* nowMillis
-    const now = new Date(ms)
-    const leaseUntil = new Date(ms + leaseMs(config.webhooks.timeoutSeconds))
-    if (slots <= 0) return [] as Array<Claimed>
-    const rows = yield* sql.withTransaction(Effect.zipRight(
-      sql`SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`,
-      sql.unsafe<Omit<Claimed, "leaseUntil">>(
-        // Bounded work whatever the backlog: the developers with pending rows are found by skipping
-        // through an index (one probe each), each live endpoint of theirs offers at most its share
-        // of due rows (an index range), and what is in flight is read from the leased rows.
-        `${PLAN_EACH_TIME}WITH RECURSIVE devs(developer_id) AS (
+export const CLAIM_DUE_SQL = `WITH RECURSIVE devs(developer_id) AS (
            (SELECT developer_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY developer_id LIMIT 1)
            UNION ALL
            SELECT (SELECT w.developer_id FROM webhook_deliveries w
@@ -98,7 +83,7 @@ export const claimDue = (slots: number) =>
            SELECT c.id, c.developer_id, c.next_attempt_at,
                   row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) + coalesce(eb.n, 0) AS endpoint_rank
            FROM devs
-           JOIN webhook_endpoints e ON e.developer_id = devs.developer_id AND e.deleted_at IS NULL
+           JOIN webhook_endpoints e ON e.developer_id = devs.developer_id AND e.deleted_at IS NULL AND e.enabled
            CROSS JOIN LATERAL (
              SELECT d.id, d.developer_id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries d
              WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1
@@ -125,7 +110,28 @@ export const claimDue = (slots: number) =>
          SELECT c.id, c.attempts, c.max_attempts, e.url, e.kind, e.id AS endpoint_id, e.developer_id, e.secret_ciphertext,
                 e.previous_secret_ciphertext, e.previous_secret_expires_at,
                 ev.id AS event_id, ev.type, ev.data, ev.created_at AS event_created_at
-         FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`,
+         FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id JOIN events ev ON ev.id = c.event_id`
+
+/**
+ * Claims up to `slots` due deliveries, fairly (decisions §19): round-robin across developers (each
+ * developer's first due row, then each one's second, ...), counting what each developer and each
+ * endpoint already has in flight (a live lease, on any instance); never more than
+ * `endpointConcurrency` in flight per endpoint nor `developerConcurrency` per developer. So a dead
+ * receiver holds at most its developer's share of the sends, and another developer's delivery is
+ * claimed as soon as a slot is free.
+ */
+export const claimDue = (slots: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* Config
+    const ms = yield* nowMillis
+    const now = new Date(ms)
+    const leaseUntil = new Date(ms + leaseMs(config.webhooks.timeoutSeconds))
+    if (slots <= 0) return [] as Array<Claimed>
+    const rows = yield* sql.withTransaction(Effect.zipRight(
+      sql`SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`,
+      sql.unsafe<Omit<Claimed, "leaseUntil">>(
+        PLAN_EACH_TIME + CLAIM_DUE_SQL,
         [now, leaseUntil, config.webhooks.endpointConcurrency, config.webhooks.developerConcurrency, slots] as any
       )
     )).pipe(Effect.orDie)
@@ -148,7 +154,7 @@ const requestOf = (
     const body = JSON.stringify(slackMessage(d.data as Record<string, unknown>, publicBaseUrl))
     return { url: secret, body, headers: { "content-type": "application/json", "user-agent": USER_AGENT } }
   }
-  const body = JSON.stringify({ id: d.eventId, type: d.type, createdAt: d.eventCreatedAt.toISOString(), data: d.data })
+  const body = envelopeBody(d.eventId, d.type, d.eventCreatedAt, d.data)
   // a rotated-out secret signs too until it expires (issue 17)
   const previous = d.previousSecretCiphertext !== null && d.previousSecretExpiresAt !== null && d.previousSecretExpiresAt.getTime() > sentAt
     ? secretOf({ id: d.endpointId, developerId: d.developerId, secretCiphertext: d.previousSecretCiphertext })

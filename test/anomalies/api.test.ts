@@ -112,14 +112,15 @@ describe("alerts", () => {
 })
 
 describe("rules", () => {
-  test("ten built-ins and the four published ones, with overrides; thresholds are the rule's own", async () => {
+  test("twelve built-ins and the four published ones, with overrides; thresholds are the rule's own", async () => {
     const t = await tenant(app)
     const { rules } = (await app.request("GET", "/v1/anomaly/rules", { apiKey: t.apiKey })).body
     expect(rules.map((r: any) => r.ruleId)).toEqual([
-      "AD-001", "AD-002", "AD-003", "AD-004", "AD-005", "AD-006", "AD-007", "AD-008", "AD-009", "AD-010",
+      "AD-001", "AD-002", "AD-003", "AD-004", "AD-005", "AD-006", "AD-007", "AD-008", "AD-009", "AD-010", "AD-011", "AD-012",
       "rate_spike", "high_failure_rate", "new_principal", "off_hours_activity"
     ])
-    expect(rules.filter((r: any) => r.inline).map((r: any) => r.ruleId)).toEqual(["AD-002", "AD-006", "AD-008", "AD-009"])
+    expect(rules.filter((r: any) => r.inline).map((r: any) => r.ruleId)).toEqual(["AD-002", "AD-006", "AD-008", "AD-009", "AD-011", "AD-012"])
+    expect(rules.find((r: any) => r.ruleId === "AD-011")).toMatchObject({ builtIn: true, severity: "high", enabled: true })
     const patched = await app.request("PATCH", "/v1/anomaly/rules/AD-002", { apiKey: t.apiKey, body: { threshold: { count: 5 }, severity: "critical" } })
     expect(patched.body).toMatchObject({ ruleId: "AD-002", builtIn: true, severity: "critical", threshold: { count: 5, windowMinutes: 10 } })
     for (let i = 0; i < 4; i++) await probe(t)
@@ -164,7 +165,7 @@ describe("rules", () => {
     expect((await app.request("POST", "/v1/anomaly/rules", { apiKey: t.apiKey, body: { ruleId: "AD-001", name: "x", condition } })).status).toBe(409)
     expect((await app.request("POST", "/v1/anomaly/rules", { apiKey: t.apiKey, body: { ruleId: "failing-agent", name: "x", condition } })).status).toBe(409)
     const unevaluated = await app.request("POST", "/v1/anomaly/rules", { apiKey: t.apiKey, body: { name: "By ip", condition: { ...condition, groupBy: "ip" } } })
-    expect(unevaluated.body).toMatchObject({ evaluated: false })
+    expect(unevaluated.body).toMatchObject({ evaluated: false, ruleId: expect.stringMatching(/^arule_[0-9A-Z]{26}$/) })
     await auditRows(app, t, 2, START, "failure")
     expect((await detect(app, t)).anomalies.filter((a: any) => a.ruleId === "failing-agent")).toEqual([])
     await auditRows(app, t, 1, START, "failure")

@@ -50,7 +50,7 @@ describe("delivery", () => {
       const created = await addChannel(app, d.apiKey, { type: "webhook", name: "on-call", url: receiver.url })
       expect(created.status).toBe(201)
       expect(created.body).toEqual({
-        id: expect.stringMatching(/^anch_[0-9A-Z]{26}$/), type: "webhook", name: "on-call", url: receiver.url,
+        id: expect.stringMatching(/^achan_[0-9A-Z]{26}$/), type: "webhook", name: "on-call", url: receiver.url,
         severities: ["low", "medium", "high", "critical"], secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/), createdAt: new Date(T0).toISOString()
       })
       const { id, secret } = created.body

@@ -1,11 +1,11 @@
 /**
  * The detection fiber (decisions §14): every ANOMALY_INTERVAL_SECONDS on TestClock it passes over
- * each developer once; passes claim developers with FOR UPDATE SKIP LOCKED and a lease, so two
+ * each developer once; each developer's pass is claimed by its own lease (platform/Leases.ts), so two
  * instances on one database (real PostgreSQL) raise each alert once; concurrent passes on one
  * instance do too; a lease left by a crashed instance is taken over once it runs out.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
-import { runDuePasses } from "../../src/anomalies/Worker.ts"
+import { LEASE_KIND, runDuePasses } from "../../src/anomalies/Worker.ts"
 import { startTestApp, type TestApp, usingRealServers } from "../support/app.ts"
 import { auditRows, bundleRow, clockNow, ENV, eventsOf, grant, ruleAlerts, START, tenant } from "./support.ts"
 
@@ -41,8 +41,9 @@ test("the fiber raises a stale bundle's alert within one interval, once, across 
   await Bun.sleep(100)
   expect(await ruleAlerts(app, t, "AD-010")).toMatchObject([{ occurrences: 1 }])
   expect((await eventsOf(app, t, "anomaly.detected")).filter((e) => e.ruleId === "AD-010")).toHaveLength(1)
-  const [run] = await app.query(`SELECT last_run_at, next_run_at, lease_until FROM anomaly_runs WHERE developer_id = $1`, [t.developerId])
-  expect(run.leaseUntil).toBeNull()
+  const [run] = await app.query(`SELECT last_run_at, next_run_at FROM anomaly_runs WHERE developer_id = $1`, [t.developerId])
+  const [lease] = await app.query(`SELECT holder, lease_until FROM leases WHERE kind = $1 AND key = $2`, [LEASE_KIND, t.developerId])
+  expect(lease).toEqual({ holder: null, leaseUntil: null })
   expect(new Date(run.nextRunAt).getTime() - new Date(run.lastRunAt).getTime()).toBe(300_000)
 })
 
@@ -51,7 +52,7 @@ test("concurrent passes (both instances, twice each) raise one alert per fingerp
   await auditRows(app, t, 51, await clockNow(app))
   const instances = [app, second ?? app, app, second ?? app]
   // every developer is due now
-  await app.query(`UPDATE anomaly_runs SET next_run_at = '2000-01-01', lease_until = NULL`)
+  await app.query(`UPDATE anomaly_runs SET next_run_at = '2000-01-01'`)
   const claimed = await Promise.all(instances.map((a) => a.run(runDuePasses)))
   expect(claimed.reduce((n, c) => n + c, 0)).toBeGreaterThanOrEqual(1)
   const found = await ruleAlerts(app, t, "rate_spike")
@@ -63,11 +64,13 @@ test("a developer leased by an instance that died is passed over until the lease
   const t = await tenant(app)
   const ms = await clockNow(app)
   await auditRows(app, t, 51, ms)
-  await app.query(`INSERT INTO anomaly_runs (developer_id, next_run_at, lease_until) VALUES ($1, $2, $3)
-                   ON CONFLICT (developer_id) DO UPDATE SET next_run_at = $2, lease_until = $3`, [t.developerId, new Date(ms - 1000), new Date(ms + 100_000)])
+  await app.query(`INSERT INTO anomaly_runs (developer_id, next_run_at) VALUES ($1, $2)
+                   ON CONFLICT (developer_id) DO UPDATE SET next_run_at = $2`, [t.developerId, new Date(ms - 1000)])
+  await app.query(`INSERT INTO leases (kind, key, holder, lease_until, attempts, updated_at) VALUES ($1, $2, 'a-dead-instance', $3, 1, $3)`,
+    [LEASE_KIND, t.developerId, new Date(ms + 100_000)])
   await app.run(runDuePasses)
   expect(await ruleAlerts(app, t, "rate_spike")).toEqual([])
-  await app.query(`UPDATE anomaly_runs SET lease_until = $2 WHERE developer_id = $1`, [t.developerId, new Date(ms - 1)])
+  await app.query(`UPDATE leases SET lease_until = $3 WHERE kind = $1 AND key = $2`, [LEASE_KIND, t.developerId, new Date(ms - 1)])
   await app.run(runDuePasses)
   expect(await ruleAlerts(app, t, "rate_spike")).toHaveLength(1)
 })

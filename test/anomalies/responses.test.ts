@@ -2,7 +2,8 @@
  * Responses (decisions §14): in enforce mode a rule's response revokes the agent's grants or
  * suspends it through the part-one paths (cascade to delegated grants, consent bundles revoked,
  * `grant.revoked` per grant, then `anomaly.auto_revoked`); monitor mode raises the same alert and
- * changes nothing. The response's own revocations never count as a mass revocation (AD-006).
+ * changes nothing. The response's own revocations never count as a mass revocation (AD-006). An
+ * alert responds once, when it opens: a further occurrence is counted and responds no more.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -100,4 +101,23 @@ test("a windowed rule responds too: POST /v1/anomalies/detect answers how many g
   const again = await detect(app, t)
   expect(again.autoRevokedGrants).toBe(0)
   expect(again.anomalies.find((a: any) => a.type === "rate_spike")).toMatchObject({ occurrences: 2 })
+})
+
+test("a re-raised alert does not repeat its response: later grants stay, one anomaly.auto_revoked", async () => {
+  const t = await tenant(app)
+  const { all } = await estate(t)
+  await settings(app, t, { mode: "enforce" })
+  await patchRule(app, t, "AD-002", { response: "revoke_grants" })
+  for (let i = 0; i < 3; i++) await probe(t)
+  const [alert] = await ruleAlerts(app, t, "AD-002")
+  expect(alert).toMatchObject({ response: "revoked_grants", occurrences: 1 })
+  expect(await statuses(all)).toEqual(all.map(() => "revoked"))
+  // the agent goes on: a new grant, then one more probe while the alert is open
+  const later = await grant(app, t)
+  await probe(t)
+  expect(await ruleAlerts(app, t, "AD-002")).toMatchObject([{ alertId: alert.alertId, occurrences: 2, response: "revoked_grants" }])
+  expect(await statuses([later.id])).toEqual(["active"])
+  expect(await eventsOf(app, t, "anomaly.auto_revoked")).toHaveLength(1)
+  // anomaly.detected is still emitted per occurrence
+  expect((await eventsOf(app, t, "anomaly.detected")).map((e) => e.occurrences)).toEqual([1, 2])
 })

@@ -47,7 +47,7 @@ export const grant = (
       agentId: o.agentId ?? t.agentId,
       principalId: o.principalId ?? "user_1",
       scopes: ["email:read"],
-      expiresAt: new Date(ms + 30 * 86_400_000),
+      expiresAt: new Date(ms + 30 * 86_400_000), approvalMethod: "developer", policyId: null,
       parentGrantId: o.parentGrantId ?? null,
       delegationDepth: o.delegationDepth ?? 0
     })
@@ -59,7 +59,7 @@ export const grantWithToken = (app: TestApp, t: Tenant, agentId = t.agentId) =>
     const grants = yield* Grants
     const ms = yield* Effect.clockWith((c) => c.currentTimeMillis)
     const g = yield* grants.create({
-      developerId: t.developerId, agentId, principalId: "user_1", scopes: ["email:read"], expiresAt: new Date(ms + 30 * 86_400_000)
+      developerId: t.developerId, agentId, principalId: "user_1", scopes: ["email:read"], expiresAt: new Date(ms + 30 * 86_400_000), approvalMethod: "developer", policyId: null
     })
     return { grant: g, token: yield* grants.issueToken(g) }
   }))

@@ -34,6 +34,29 @@ describe("AD-001 velocity spike", () => {
     expect(await ruleAlerts(app, t, "AD-001")).toMatchObject([{ occurrences: 2, context: { grants: 22 } }])
   })
 
+  test("a burst that straddles two passes is seen (sliding window), once", async () => {
+    const t = await tenant(app)
+    // 15 grants in the 2 minutes before a pass, 15 in the 2 minutes after: 30 within 5 minutes, 15 in each fixed window
+    for (let i = 0; i < 15; i++) {
+      await grant(app, t)
+      await app.adjust("8 seconds")
+    }
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "AD-001")).toEqual([])
+    for (let i = 0; i < 15; i++) {
+      await app.adjust("8 seconds")
+      await grant(app, t)
+    }
+    // the next pass, 6 minutes after the first: a fixed 5-minute window holds only the last 8 grants
+    await app.adjust("4 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "AD-001")).toMatchObject([{ agentId: t.agentId, occurrences: 1, context: { grants: 30, windowMinutes: 5 } }])
+    // the next passes over the same burst count nothing more
+    await app.adjust("5 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "AD-001")).toMatchObject([{ occurrences: 1 }])
+  })
+
   test("near miss: 20 grants in 5 minutes raise nothing", async () => {
     const t = await tenant(app)
     for (let i = 0; i < 20; i++) await grant(app, t)

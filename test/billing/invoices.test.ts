@@ -73,6 +73,8 @@ test("a month closes once across instances, with SQL-priced lines, read back ove
   expect(list.status).toBe(200)
   expect(list.body.invoices).toHaveLength(1)
   const invoice = list.body.invoices[0]
+  // one plan all month: each line prices the whole period at it
+  const wholeMonth = { plan: "pro", periodStart: "2026-11-01T00:00:00.000Z", periodEnd: "2026-12-01T00:00:00.000Z" }
   expect(invoice).toEqual({
     id: expect.stringMatching(/^inv_/),
     plan: "pro",
@@ -81,11 +83,11 @@ test("a month closes once across instances, with SQL-priced lines, read back ove
     status: "open",
     currency: "EUR",
     lines: [
-      { kind: "fee", meter: null, quantity: 1, unitPrice: 49.99, amount: 49.99 },
+      { kind: "fee", meter: null, quantity: 1, unitPrice: 49.99, amount: 49.99, ...wholeMonth },
       // 5 authorizations, 2 included: 3 × 1.2345 / 1000 = 0.0037035 → 0.0037
-      { kind: "overage", meter: "authorizations", quantity: 3, unitPrice: 1.2345, amount: 0.0037 },
+      { kind: "overage", meter: "authorizations", quantity: 3, unitPrice: 1.2345, amount: 0.0037, ...wholeMonth },
       // no included exchanges (null): all 3 at 0.5 / 1000 = 0.0015
-      { kind: "overage", meter: "token_exchanges", quantity: 3, unitPrice: 0.5, amount: 0.0015 }
+      { kind: "overage", meter: "token_exchanges", quantity: 3, unitPrice: 0.5, amount: 0.0015, ...wholeMonth }
     ],
     total: 49.9952,
     usage: { authorizations: 5, token_exchanges: 3, vault_exchanges: 0, offline_entries: 0, active_agents: 1, active_grants: 5 },
@@ -99,7 +101,7 @@ test("a month closes once across instances, with SQL-priced lines, read back ove
   expect((await app.request("GET", `/v1/billing/invoices/${invoice.id}`, { apiKey: free.apiKey })).status).toBe(404)
   const freeInvoice = (await app.request("GET", "/v1/billing/invoices", { apiKey: free.apiKey })).body.invoices[0]
   expect([freeInvoice.total, freeInvoice.lines, freeInvoice.usage.authorizations]).toEqual([
-    0, [{ kind: "fee", meter: null, quantity: 1, unitPrice: 0, amount: 0 }], 2
+    0, [{ kind: "fee", meter: null, quantity: 1, unitPrice: 0, amount: 0, ...wholeMonth, plan: "free" }], 2
   ])
   // one billing.invoice.created per invoice
   expect(await count(app, "SELECT count(*) AS n FROM events WHERE type = 'billing.invoice.created'", [])).toBe(2)

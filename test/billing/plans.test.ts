@@ -71,7 +71,7 @@ test("GET /v1/billing/plans shows the file's figures; a file's new plan can be s
   expect(team).toEqual({
     code: "team", name: "Team", monthlyFee: 19.5, currency: "GBP", overage: { vault_exchanges: 0.25 },
     limits: { agents: 10, webhooks: null, activeGrants: null, policies: null, scimTokens: null, ssoConnections: null,
-      authorizationsPerMonth: null, tokenExchangesPerMonth: null }
+      authorizationsPerMonth: null, tokenExchangesPerMonth: null, resourceServers: null, oauthClients: null }
   })
   // the plans table holds them too (invoices are priced from it); a developer can be put on the new plan
   expect((await app.query<{ fee: string }>("SELECT monthly_fee::text AS fee FROM plans WHERE code = 'team'"))[0]!.fee).toBe("19.5000")
@@ -144,10 +144,11 @@ test("with the counter store away, the durable count decides the quota", async (
       Effect.provide(EntitlementsLive.pipe(Layer.provide(down)))
     )))
   for (let i = 0; i < 2; i++) expect((await authorize(app, apiKey, agentId)).status).toBe(201)
-  expect(Either.isRight(await admitWithoutStore())).toBe(true)
+  const admitted = await admitWithoutStore()
+  expect(Either.isRight(admitted) && admitted.right.refusal).toBe(undefined)
   expect((await authorize(app, apiKey, agentId)).status).toBe(201)
   const refused = await admitWithoutStore()
-  expect(Either.isLeft(refused) && refused.left._tag).toBe("QuotaExceeded")
+  expect(Either.isRight(refused) && refused.right.refusal?._tag).toBe("QuotaExceeded")
   expect((await authorize(app, apiKey, agentId)).status).toBe(402)
 })
 

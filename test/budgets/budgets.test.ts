@@ -306,6 +306,36 @@ describe("GET /v1/budget/balance and /transactions", () => {
   })
 })
 
+describe("GET /v1/budget/allocations", () => {
+  test("every allocation of the developer, newest first, a page at a time; none of another developer's", async () => {
+    const dev2 = await app.signup({ plan: "enterprise" })
+    const agent2 = await createAgent(app, dev2.developerId)
+    const made: Array<any> = []
+    for (let i = 1; i <= 5; i++) made.push((await allocate({ grantId: await newGrant(dev2.developerId, agent2), initialBudget: i }, dev2.apiKey)).body)
+    await allocate({ grantId: await newGrant(), initialBudget: 9 }) // dev's, not dev2's
+    const seen: Array<any> = []
+    let cursor: string | null = null
+    do {
+      const res: any = await app.request("GET", `/v1/budget/allocations?limit=2${cursor ? `&cursor=${cursor}` : ""}`, { apiKey: dev2.apiKey })
+      expect(res.status).toBe(200)
+      seen.push(...res.body.allocations)
+      cursor = res.body.nextCursor
+    } while (cursor !== null)
+    expect(seen).toEqual([...made].reverse())
+    expect(seen[0]).toEqual({ id: made[4].id, grantId: made[4].grantId, initialBudget: 5, remainingBudget: 5, currency: "USD", createdAt: expect.stringMatching(/Z$/) })
+  })
+
+  test("an empty list; 400 BAD_REQUEST for a malformed cursor or limit; 401 without a key", async () => {
+    const fresh = await app.signup()
+    expect((await app.request("GET", "/v1/budget/allocations", { apiKey: fresh.apiKey })).body).toEqual({ allocations: [], nextCursor: null })
+    for (const q of ["cursor=%%%", "limit=0", "limit=101"]) {
+      const res = await app.request("GET", `/v1/budget/allocations?${q}`, { apiKey: fresh.apiKey })
+      expect([q, res.status, res.body.code]).toEqual([q, 400, "BAD_REQUEST"])
+    }
+    expect((await app.request("GET", "/v1/budget/allocations")).status).toBe(401)
+  })
+})
+
 describe("amount arithmetic", () => {
   test("amountProblem accepts at most 4 decimals and 15 significant digits", () => {
     expect(amountProblem(0.0001)).toBeUndefined()

@@ -34,7 +34,8 @@ test.skipIf(!usingRealPostgres)("a job whose server was SIGKILLed mid-file is co
     }
     server.kill("SIGKILL")
     await server.exited
-    const [job] = await seeder.query<any>("SELECT status, lease_until, (SELECT count(*)::int FROM compliance_export_chunks WHERE export_id = $1) AS chunks FROM compliance_exports WHERE id = $1", [id])
+    const [job] = await seeder.query<any>(`SELECT status, (SELECT lease_until FROM leases WHERE kind = 'compliance.export' AND key = $1) AS lease_until,
+      (SELECT count(*)::int FROM compliance_export_chunks WHERE export_id = $1) AS chunks FROM compliance_exports WHERE id = $1`, [id])
     expect(job.status).toBe("running")
     expect(job.chunks).toBeGreaterThan(0)
     // before the lease runs out nobody takes it; after, another instance does
@@ -44,7 +45,7 @@ test.skipIf(!usingRealPostgres)("a job whose server was SIGKILLed mid-file is co
     const view = (await survivor.request("GET", `/v1/compliance/exports/${id}`, { apiKey: d.apiKey })).body
     expect(view).toMatchObject({ status: "complete", rowCounts: { entries: N } })
     const file = await download(survivor, d.apiKey, `/v1/compliance/exports/${id}/download`)
-    expect(await verifyExport(file.bytes, await jwksOf(survivor))).toMatchObject({ ok: true, rows: N })
+    expect(await verifyExport(file.bytes, await jwksOf(survivor), { headers: file.headers })).toMatchObject({ ok: true, rows: N })
   } finally {
     server?.kill("SIGKILL")
     await survivor?.server.stop()

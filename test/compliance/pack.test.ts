@@ -39,7 +39,7 @@ describe("evidence pack", () => {
     expect(pack.meta).toMatchObject({ schemaVersion: "1.0", framework: "soc2", issuer: app.config.jwtIssuer, since: null, until: null })
     expect(pack.grants.length).toBe(2)
     expect(pack.auditEntries.length).toBeGreaterThanOrEqual(40)
-    expect(pack.policies).toEqual([])
+    expect(pack.policies).toEqual({ rules: [], cedar: null })
     expect(pack.manifest.files.map((f: any) => f.name)).toEqual(["meta", "summary", "policies", "breaches", "grants", "auditEntries", "chainIntegrity"])
     for (const f of pack.manifest.files) {
       expect(f.sha256).toBe(createHash("sha256").update(canonicalJson(pack[f.name])).digest("hex"))
@@ -136,27 +136,40 @@ describe("DPDP exports", () => {
   test("201 in the published shape, for one principal, nothing truncated; kept 7 days, then 410", async () => {
     const d = await withGrants(2)
     await seedAudit(app, d.developerId, 26, (i) => ({ principalId: i % 2 === 0 ? "user_1" : "someone_else", grantId: null }))
+    // decisions §21: consent records come from the DPDP records (one for user_1: its audit entry is the 14th of the log)
+    expect((await app.request("POST", "/v1/dpdp/consent-notices", { apiKey: d.apiKey, body: {
+      noticeId: "n", version: "1", title: "t", content: "c", purposes: [{ code: "p", description: "d" }]
+    } })).status).toBe(201)
+    const [grant] = await app.query<{ id: string }>("SELECT id FROM grants WHERE developer_id = $1 AND principal_id = 'user_1'", [d.developerId])
+    expect((await app.request("POST", "/v1/dpdp/consent-records", { apiKey: d.apiKey, body: {
+      grantId: grant!.id, dataPrincipalId: "user_1", purposes: [{ code: "p", description: "d" }], consentNoticeId: "n", processingExpiresAt: "2027-11-01T00:00:00Z"
+    } })).status).toBe(201)
     const r = await app.request("POST", "/v1/dpdp/exports", {
       apiKey: d.apiKey, body: { type: "gdpr-article-15", dateFrom: "2026-11-01", dateTo: "2026-11-30", dataPrincipalId: "user_1" }
     })
     expect(r.status).toBe(201)
     const exportId = r.body.exportId
     const data = structuredClone(r.body.data)
+    expect(exportId).toMatch(/^exp_[0-9A-Z]{26}$/)
     expect(r.body).toMatchObject({
-      exportId: expect.stringMatching(/^cexp_/), type: "gdpr-article-15", format: "json", truncated: false, dataPrincipalId: "user_1",
-      recordCount: 14
+      type: "gdpr-article-15", format: "json", truncated: false, dataPrincipalId: "user_1",
+      recordCount: 15
     })
     expect(r.body.data).toMatchObject({
       exportType: "gdpr-article-15", dateRange: { from: "2026-11-01T00:00:00.000Z", to: "2026-11-30T23:59:59.999Z" },
       dataPrincipalId: "user_1", truncated: false
     })
-    expect(r.body.data.consentRecords).toEqual([expect.objectContaining({ dataPrincipalId: "user_1", status: "active" })])
-    expect(r.body.data.auditLog.length).toBe(13)
+    expect(r.body.data.consentRecords).toEqual([expect.objectContaining({
+      dataPrincipalId: "user_1", status: "active", grantId: grant!.id, grantIds: [grant!.id], consentNoticeVersion: "1", erasedAt: null
+    })])
+    expect(r.body.data.auditLog.length).toBe(14)
     expect(Object.keys(r.body.data.auditLog[0]).sort()).toEqual(["action", "id", "metadata", "status", "timestamp"])
     const got = await app.request("GET", `/v1/dpdp/exports/${exportId}`, { apiKey: d.apiKey })
     expect(got.status).toBe(200)
     expect(got.body).toMatchObject({ exportId, status: "complete", truncated: false })
     expect(got.body.data).toEqual(data)
+    // the compliance route reads an exp_ id as it reads a cexp_ one
+    expect((await app.request("GET", `/v1/compliance/exports/${exportId}`, { apiKey: d.apiKey })).body).toMatchObject({ id: exportId, status: "complete" })
     const other = await app.signup()
     expect((await app.request("GET", `/v1/dpdp/exports/${exportId}`, { apiKey: other.apiKey })).status).toBe(404)
     await app.adjust("7 days")
@@ -172,8 +185,9 @@ describe("DPDP exports", () => {
       apiKey: d.apiKey, body: { type: "dpdp-audit", dateFrom: "2026-01-01", dateTo: "2026-12-31", includeConsentRecords: false }
     })
     expect(r.status).toBe(202)
-    expect(r.body).toMatchObject({ status: "pending", truncated: false, recordCount: 10_001 })
     const id = r.body.exportId
+    expect(id).toMatch(/^exp_[0-9A-Z]{26}$/)
+    expect(r.body).toMatchObject({ status: "pending", truncated: false, recordCount: 10_001 })
     expect((await app.request("GET", `/v1/dpdp/exports/${id}`, { apiKey: d.apiKey })).body).toMatchObject({ status: "pending", data: null })
     await app.run(runDueJobs())
     const done = await app.request("GET", `/v1/dpdp/exports/${id}`, { apiKey: d.apiKey })
@@ -184,7 +198,7 @@ describe("DPDP exports", () => {
   }, 120_000)
 })
 
-test("summary and pack: the developer's policy rules and directory users, through their capabilities", async () => {
+test("summary and pack: the developer's policy rules, active Cedar set and directory users, through their capabilities", async () => {
   const c = await scimClient(app)
   for (const name of ["ana@example.com", "bo@example.com", "cy@example.com"]) expect((await c.send("POST", "/Users", newUser(name))).status).toBe(201)
   const users = (await c.send("GET", "/Users")).body.Resources
@@ -192,13 +206,32 @@ test("summary and pack: the developer's policy rules and directory users, throug
   for (const effect of ["allow", "deny"]) {
     expect((await app.request("POST", "/v1/policies", { apiKey: c.apiKey, body: { name: `${effect} rule`, effect, scopes: ["email:read"] } })).status).toBe(201)
   }
+  const cedarText = `@id("no-night") forbid(principal, action == Action::"authorize", resource) when { context.time.minuteOfDay < 60 };`
+  const sync = (version: string, activate: boolean) => app.request("POST", "/v1/policies/sync", {
+    apiKey: c.apiKey, body: { format: "cedar", version, content: Buffer.from(cedarText).toString("base64"), activate }
+  })
+  const active = await sync("v1", true)
+  expect(active.status).toBe(201)
+  expect((await sync("v2-draft", false)).status).toBe(201) // stored, not active: not in the pack
   const summary = await app.request("GET", "/v1/compliance/summary", { apiKey: c.apiKey })
   expect(summary.body).toMatchObject({ policies: { total: 2 }, directory: { users: 3, deprovisioned: 1 } })
-  const pack = (await app.request("GET", "/v1/compliance/evidence-pack", { apiKey: c.apiKey })).body
-  expect(pack.policies.map((p: any) => [p.name, p.effect]).sort()).toEqual([["allow rule", "allow"], ["deny rule", "deny"]])
-  expect(pack.manifest.files.find((f: any) => f.name === "policies").rows).toBe(2)
-  expect((await verifyExport(new TextEncoder().encode(JSON.stringify(pack)), jwks)).ok).toBe(true)
+  const r = await app.request("GET", "/v1/compliance/evidence-pack", { apiKey: c.apiKey })
+  const pack = r.body
+  expect(pack.policies.rules.map((p: any) => [p.name, p.effect]).sort()).toEqual([["allow rule", "allow"], ["deny rule", "deny"]])
+  expect(pack.policies.cedar).toEqual({
+    bundleId: active.body.bundleId, version: "v1", sha256: createHash("sha256").update(cedarText).digest("hex"), policyCount: 1,
+    createdAt: active.body.createdAt, text: cedarText
+  })
+  expect(pack.manifest.files.find((f: any) => f.name === "policies").rows).toBe(3)
+  expect((await verifyExport(new TextEncoder().encode(r.text), jwks)).ok).toBe(true)
+  // the set's text is signed with the rest: one changed character is refused
+  const changed = JSON.parse(r.text)
+  changed.policies.cedar.text = cedarText.replace("60", "61")
+  expect((await verifyExport(new TextEncoder().encode(JSON.stringify(changed)), jwks)).errors).toEqual([
+    "section policies: digest does not match the manifest", "section policies: the Cedar set's text does not match its digest"
+  ])
   // another developer sees none of it
   const other = await app.signup()
   expect((await app.request("GET", "/v1/compliance/summary", { apiKey: other.apiKey })).body).toMatchObject({ policies: { total: 0 }, directory: { users: 0, deprovisioned: 0 } })
+  expect((await app.request("GET", "/v1/compliance/evidence-pack", { apiKey: other.apiKey })).body.policies).toEqual({ rules: [], cedar: null })
 })

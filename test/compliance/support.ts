@@ -1,4 +1,5 @@
 /** Shared set-up for the compliance tests: a developer with chained audit entries and grants. */
+import { expect } from "bun:test"
 import { Effect } from "effect"
 import { AuditChain, type AppendInput } from "../../src/platform/AuditChain.ts"
 import type { TestApp } from "../support/app.ts"
@@ -30,6 +31,15 @@ export const jwksOf = async (app: TestApp) => (await app.request("GET", "/.well-
 export const download = async (app: TestApp, apiKey: string, path: string) => {
   const res = await fetch(app.url + path, { headers: { authorization: `Bearer ${apiKey}` } })
   return { status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) }
+}
+
+/** a streamed export read to its end, then its detached proof from GET /v1/compliance/exports/:Export-Id */
+export const streamedExport = async (app: TestApp, apiKey: string, path: string) => {
+  const r = await download(app, apiKey, path)
+  expect(r.status).toBe(200)
+  const proof = await app.request("GET", `/v1/compliance/exports/${r.headers.get("export-id")}`, { apiKey })
+  expect(proof.status).toBe(200)
+  return { ...r, proof: proof.body }
 }
 
 /**

@@ -119,7 +119,9 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   const w = await world({ deprovision: "none" })
   const off = await w.c.send("PUT", `/Users/${w.scimUserId}`, newUser("Bob@Example.com", { active: "false" }))
   expect([off.status, off.body.active]).toEqual([200, false])
-  expect(await verify(w, w.rootToken)).toBe(true)
+  // the grants stay (reactivation restores them), but no point lets an inactive principal's grant be used (§20)
+  expect((await app.query("SELECT status FROM grants WHERE developer_id = $1 AND principal_id = 'Bob@Example.com'", [w.c.developerId])).every((g) => g.status === "active")).toBe(true)
+  expect(await verify(w, w.rootToken)).toBe(false)
   expect((await events(w, "scim.user.deprovisioned"))[0]!.data.revokedGrants).toBe(0)
   expect((await app.query("SELECT count(*)::int AS n FROM webauthn_credentials WHERE developer_id = $1 AND deleted_at IS NULL", [w.c.developerId]))[0].n).toBe(2)
   const approve = await app.request("POST", `/v1/consent/${w.pendingId}/approve`)
@@ -137,15 +139,15 @@ test("with deprovision \"none\" grants stay, but the inactive principal cannot a
   expect((await newBundle(w)).body.code).toBe("PRINCIPAL_INACTIVE")
 })
 
-test("with deprovision \"none\" a deleted user is inactive to policies too: delegation stops (§20)", async () => {
+test("with deprovision \"none\" a deleted user is inactive: delegation stops with 403 PRINCIPAL_INACTIVE (§20)", async () => {
   const w = await world({ deprovision: "none" })
   expect((await w.c.send("DELETE", `/Users/${w.scimUserId}`)).status).toBe(204)
-  expect(await verify(w, w.rootToken)).toBe(true)
+  expect(await verify(w, w.rootToken)).toBe(false)
   const subAgentId = await createAgent(app, w.c.developerId, ["email:read"], "Sub 2")
   const delegated = await app.request("POST", "/v1/grants/delegate", {
     apiKey: w.c.apiKey, body: { parentGrantToken: w.rootToken, subAgentId, scopes: ["email:read"] }
   })
-  expect([delegated.status, delegated.body.code]).toEqual([403, "POLICY_DENIED"])
+  expect([delegated.status, delegated.body.code]).toEqual([403, "PRINCIPAL_INACTIVE"])
   expect((await authorize(w)).body.code).toBe("PRINCIPAL_INACTIVE")
 })
 

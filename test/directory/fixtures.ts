@@ -5,6 +5,8 @@
  * `Content-Type: application/scim+json; charset=utf-8`; `{name}` in a path or body is a value saved
  * by an earlier step; `expect` maps a dotted path of the response body to the value it must have.
  */
+import { entraProfileUpdates } from "./fixtures-profile.ts"
+
 export interface Step {
   readonly name: string
   readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
@@ -73,12 +75,20 @@ export const oktaSequence: ReadonlyArray<Step> = [
     expect: { "name.familyName": "Murphy-Okta", displayName: "Dade Murphy-Okta", "meta.version": 'W/"2"' }
   },
   {
+    name: "the same profile pushed again changes nothing",
+    method: "PUT",
+    path: "/Users/{userId}",
+    body: { ...oktaUser("Murphy-Okta"), id: "{userId}" },
+    status: 200,
+    expect: { "meta.version": 'W/"2"' }
+  },
+  {
     name: "deactivate (no path)",
     method: "PATCH",
     path: "/Users/{userId}",
     body: { schemas: [PATCH], Operations: [{ op: "replace", value: { active: false } }] },
     status: 200,
-    expect: { active: false }
+    expect: { active: false, "meta.version": 'W/"3"' }
   },
   {
     name: "reactivate (no path)",
@@ -113,6 +123,7 @@ export const oktaSequence: ReadonlyArray<Step> = [
     status: 200,
     expect: { "members.length": 1, "members.0.value": "{userId}" }
   },
+  { name: "the member has a new version", method: "GET", path: "/Users/{userId}", status: 200, expect: { "meta.version": 'W/"5"' } },
   {
     name: "group search by name",
     method: "GET",
@@ -127,7 +138,8 @@ export const oktaSequence: ReadonlyArray<Step> = [
     body: { schemas: [PATCH], Operations: [{ op: "remove", path: 'members[value eq "{userId}"]' }] },
     status: 200,
     expect: { "members.length": 0 }
-  }
+  },
+  { name: "and again once removed", method: "GET", path: "/Users/{userId}", status: 200, expect: { "meta.version": 'W/"6"' } }
 ]
 
 export const entraSequence: ReadonlyArray<Step> = [
@@ -202,13 +214,14 @@ export const entraSequence: ReadonlyArray<Step> = [
     status: 200,
     expect: { "phoneNumbers.0.type": "mobile", "phoneNumbers.0.value": "+1 555 0100" }
   },
+  ...entraProfileUpdates,
   {
     name: "manager by the enterprise extension path (a bare id)",
     method: "PATCH",
     path: "/Users/{userId}",
     body: { schemas: [PATCH], Operations: [{ op: "Add", path: `${ENTERPRISE}:manager`, value: "{managerId}" }] },
     status: 200,
-    expect: { [`${ENTERPRISE}.manager.value`]: "{managerId}", [`${ENTERPRISE}.department`]: "Sales" }
+    expect: { [`${ENTERPRISE}.manager.value`]: "{managerId}", [`${ENTERPRISE}.department`]: "Marketing", "meta.version": 'W/"12"' }
   },
   {
     name: "filter on the manager",
@@ -218,12 +231,21 @@ export const entraSequence: ReadonlyArray<Step> = [
     expect: { totalResults: 1, "Resources.0.id": "{userId}" }
   },
   {
+    name: "remove the manager",
+    method: "PATCH",
+    path: "/Users/{userId}",
+    body: { schemas: [PATCH], Operations: [{ op: "Remove", path: `${ENTERPRISE}:manager` }] },
+    status: 200,
+    expect: { [`${ENTERPRISE}.department`]: "Marketing", "meta.version": 'W/"13"' },
+    absent: [`${ENTERPRISE}.manager`]
+  },
+  {
     name: "disable with the string \"False\"",
     method: "PATCH",
     path: "/Users/{userId}",
     body: { schemas: [PATCH], Operations: [{ op: "Replace", path: "active", value: "False" }] },
     status: 200,
-    expect: { active: false }
+    expect: { active: false, "meta.version": 'W/"14"' }
   },
   { name: "a disabled user is still returned by GET", method: "GET", path: "/Users/{userId}", status: 200, expect: { active: false } },
   {
@@ -239,7 +261,7 @@ export const entraSequence: ReadonlyArray<Step> = [
     path: "/Users/{userId}",
     body: { schemas: [PATCH], Operations: [{ op: "Replace", value: { active: "True" } }] },
     status: 200,
-    expect: { active: true }
+    expect: { active: true, "meta.version": 'W/"15"' }
   },
   {
     name: "create group",
@@ -273,6 +295,7 @@ export const entraSequence: ReadonlyArray<Step> = [
     status: 200,
     expect: { "members.length": 2 }
   },
+  { name: "a new member has a new version", method: "GET", path: "/Users/{userId}", status: 200, expect: { "meta.version": 'W/"16"' } },
   {
     name: "group with that member",
     method: "GET",
@@ -288,6 +311,7 @@ export const entraSequence: ReadonlyArray<Step> = [
     status: 200,
     expect: { "members.length": 1, "members.0.value": "{managerId}" }
   },
+  { name: "so has a removed one", method: "GET", path: "/Users/{userId}", status: 200, expect: { "meta.version": 'W/"17"' } },
   {
     name: "Replace displayName",
     method: "PATCH",

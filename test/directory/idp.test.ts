@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { entraSequence, oktaSequence, type Step } from "./fixtures.ts"
-import { SCIM, scimClient } from "./support.ts"
+import { ENTERPRISE, SCIM, type ScimClient, scimClient } from "./support.ts"
 
 let app: TestApp
 beforeAll(async () => {
@@ -28,11 +28,53 @@ const at = (body: unknown, path: string): unknown => {
 const fill = (value: unknown, saved: Record<string, string>): any =>
   JSON.parse(JSON.stringify(value ?? null).replace(/\{(\w+)\}|%7B(\w+)%7D/g, (m, a, b) => saved[a ?? b] ?? m))
 
+interface Stored {
+  readonly version: number
+  readonly updates: number
+}
+
+/** a user as stored: its version and how many scim.user.updated events name it */
+const stored = async (developerId: string, userId: string): Promise<Stored> => {
+  const [row] = await app.query<{ version: number }>("SELECT version FROM scim_users WHERE id = $1", [userId])
+  const [events] = await app.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM events WHERE developer_id = $1 AND type = 'scim.user.updated' AND data->>'scimUserId' = $2",
+    [developerId, userId])
+  return { version: Number(row?.version ?? 0), updates: Number(events!.n) }
+}
+
+/**
+ * A step that answered a user (create, replace, patch) answered what is stored: a following GET
+ * returns the same resource, the row holds the same values and version, and the version moved by
+ * one, with one scim.user.updated, exactly when something changed.
+ */
+const checkUserWrite = async (client: ScimClient, step: Step, body: any, before: Stored | undefined, context: string) => {
+  const get = await client.send("GET", `/Users/${body.id}`)
+  expect(get.body, `${context}\nGET after`).toEqual(body)
+  expect(get.headers.get("etag"), context).toBe(body.meta.version)
+  const [row] = await app.query<any>(
+    "SELECT user_name, external_id, display_name, active, resource FROM scim_users WHERE id = $1", [body.id])
+  expect({
+    userName: row.userName, externalId: row.externalId ?? undefined, displayName: row.displayName ?? undefined, active: row.active,
+    name: row.resource.name, emails: row.resource.emails, phoneNumbers: row.resource.phoneNumbers, [ENTERPRISE]: row.resource[ENTERPRISE]
+  }, `${context}\nstored`).toEqual({
+    userName: body.userName, externalId: body.externalId, displayName: body.displayName, active: body.active,
+    name: body.name, emails: body.emails, phoneNumbers: body.phoneNumbers, [ENTERPRISE]: body[ENTERPRISE]
+  })
+  const after = await stored(client.developerId, body.id)
+  expect(`W/"${after.version}"`, `${context}\nstored version`).toBe(body.meta.version)
+  if (before === undefined) expect([after.version, after.updates], context).toEqual([1, 0])
+  else if (after.version === before.version) expect(after.updates, `${context}\nno change, no event`).toBe(before.updates)
+  else expect([after.version, after.updates], `${context}\none change, one event`).toEqual([before.version + 1, before.updates + 1])
+  if (step.method === "PATCH" || step.method === "PUT") expect(before, context).toBeDefined()
+}
+
 const replay = async (steps: ReadonlyArray<Step>) => {
   const client = await scimClient(app)
   const saved: Record<string, string> = {}
   for (const step of steps) {
     const path = fill(step.path, saved) as string
+    const target = /^\/Users\/([^/?]+)$/.exec(path)?.[1]
+    const before = step.method !== "GET" && target !== undefined ? await stored(client.developerId, target) : undefined
     const res = await client.send(step.method, path, step.body === undefined ? undefined : fill(step.body, saved))
     const context = `${step.name}: ${res.status} ${res.text}`
     expect(res.status, context).toBe(step.status)
@@ -40,6 +82,9 @@ const replay = async (steps: ReadonlyArray<Step>) => {
     for (const [key, expected] of Object.entries(step.expect ?? {})) expect(at(res.body, key), `${context}\n${key}`).toEqual(fill(expected, saved))
     for (const key of step.absent ?? []) expect(at(res.body, key), `${context}\n${key} absent`).toBeUndefined()
     for (const [name, from] of Object.entries(step.save ?? {})) saved[name] = at(res.body, from) as string
+    if (step.method !== "GET" && res.status < 300 && res.body?.meta?.resourceType === "User") {
+      await checkUserWrite(client, step, res.body, before, context)
+    }
   }
   return { client, saved }
 }

@@ -108,6 +108,19 @@ describe("discovery", () => {
     expect((await c.send("GET", "/Schemas")).body.totalResults).toBe(4)
     expect((await c.send("GET", `/Schemas/${GROUP}`)).body.id).toBe(GROUP)
     expect((await c.send("GET", "/Schemas/urn:nope")).body).toEqual(scimError(404))
+    // a lone "%" once the router has decoded "%25": not found, not a 500 (the fuzz suite found it)
+    expect((await c.send("GET", "/Schemas/%25")).body).toEqual(scimError(404))
+    expect((await c.send("GET", `/Schemas/${encodeURIComponent(encodeURIComponent(GROUP))}`)).body.id).toBe(GROUP)
+  })
+
+  test("discovery answers without a token (it holds no tenant data); the resources still need one", async () => {
+    for (const path of ["/ServiceProviderConfig", "/ResourceTypes", "/ResourceTypes/User", "/Schemas", `/Schemas/${GROUP}`]) {
+      const res = await app.request("GET", `/scim/v2${path}`)
+      expect([path, res.status, res.headers.get("content-type")?.startsWith(SCIM)]).toEqual([path, 200, true])
+    }
+    expect((await app.request("GET", "/scim/v2/ServiceProviderConfig")).body.filter).toEqual({ supported: true, maxResults: 200 })
+    const users = await app.request("GET", "/scim/v2/Users")
+    expect([users.status, users.body.status]).toEqual([401, "401"])
   })
 })
 
@@ -373,8 +386,9 @@ describe("tenant isolation", () => {
     // and cannot put a's user in its group
     const theirs = await b.send("POST", "/Groups", { schemas: [GROUP], displayName: "B team", members: [{ value: user.id }] })
     expect([theirs.status, theirs.body.scimType]).toEqual([400, "invalidValue"])
+    // version 2 is a's own group's membership; nothing b did moved it
     const still = await a.send("GET", `/Users/${user.id}`)
-    expect([still.body.active, still.body.meta.version]).toEqual([true, 'W/"1"'])
+    expect([still.body.active, still.body.meta.version]).toEqual([true, 'W/"2"'])
   })
 })
 

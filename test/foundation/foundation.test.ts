@@ -87,7 +87,7 @@ describe("developers and keys", () => {
     expect(signup.body).toMatchObject({ name: "Acme", email: "ops@acme.test", mode: "live", plan: "free" })
     expect(signup.body.apiKey).toMatch(/^sk_live_[A-Za-z0-9_-]{43}$/)
     expect(signup.body.developerId).toMatch(/^dev_[0-9A-Z]{26}$/)
-    const stored = await app.query<{ apiKeyHash: string }>("SELECT api_key_hash FROM developers WHERE id = $1", [signup.body.developerId])
+    const stored = await app.query<{ apiKeyHash: string }>("SELECT key_hash AS api_key_hash FROM api_keys WHERE developer_id = $1", [signup.body.developerId])
     expect(stored[0]!.apiKeyHash).toMatch(/^[0-9a-f]{64}$/)
     expect(stored[0]!.apiKeyHash).not.toContain(signup.body.apiKey)
 

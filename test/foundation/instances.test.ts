@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { operatorCommands } from "../../src/operator.ts"
 import { startTestApp, type TestApp, usingRealPostgres } from "../support/app.ts"
+import { within } from "../support/wait.ts"
 
 let one: TestApp
 let two: TestApp
@@ -18,16 +19,6 @@ afterAll(async () => {
   await two.server.stop()
   await one.stop()
 })
-
-/** the first moment (polled every 25 ms, at most `ms`) `check` holds, in ms; undefined if never */
-const within = async (ms: number, check: () => Promise<boolean>) => {
-  const started = performance.now()
-  while (performance.now() - started < ms) {
-    if (await check()) return performance.now() - started
-    await Bun.sleep(25)
-  }
-  return undefined
-}
 
 test.skipIf(!usingRealPostgres)("a key rotated on one instance stops working on the other at once (not after its cache runs out)", async () => {
   const d = await one.signup()

@@ -5,11 +5,16 @@
  * be caught by its tag.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { Effect } from "effect"
+import { HttpApi } from "@effect/platform"
+import { Context, Effect, Option } from "effect"
+import { Api } from "../../src/Api.ts"
 import { ConsentBundles } from "../../src/consent-bundles/Service.ts"
-import { EVENT_DATA } from "../../src/openapi/Groups.ts"
+import { HAND_READ_BODIES, operationKey } from "../../src/openapi/Document.ts"
+import { EVENT_DATA, SECURED_BY } from "../../src/openapi/Groups.ts"
+import { SCIM_ERRORS } from "../../src/openapi/Scim.ts"
 import { BundleNotFound } from "../../src/platform/Errors.ts"
 import { EVENT_TYPES } from "../../src/platform/Events.ts"
+import { OperationDocs } from "../../src/platform/OperationDocs.ts"
 import { acceptedScopes } from "../../src/vault/Service.ts"
 import { startTestApp, type TestApp, type TestResponse } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
@@ -201,14 +206,42 @@ describe("the document explains itself (issue 17 item 2)", () => {
     }
   })
 
+  test("each endpoint's documentation sits on its group under the endpoint's name, and reaches the document; no entry is left unused", () => {
+    let documented = 0
+    HttpApi.reflect(Api, {
+      onGroup: ({ group }) => {
+        // one entry per endpoint name: none missing, none naming an endpoint the group lacks
+        const names = Object.keys(Context.getOption(group.annotations, OperationDocs).pipe(Option.getOrElse(() => ({})))).sort()
+        expect({ group: group.identifier, names }).toEqual({ group: group.identifier, names: Object.keys(group.endpoints).sort() })
+      },
+      onEndpoint: ({ group, endpoint }) => {
+        const doc = Option.getOrThrow(Context.getOption(group.annotations, OperationDocs))[endpoint.name]!
+        const key = operationKey(endpoint.method, endpoint.path)
+        const op = spec.paths[key.slice(key.indexOf(" ") + 1)]?.[endpoint.method.toLowerCase()]
+        expect({ key, summary: op?.summary, description: op?.description?.slice(0, doc.description.length) })
+          .toEqual({ key, summary: doc.summary, description: doc.description })
+        documented++
+      }
+    })
+    expect(documented).toBe(operations().length)
+  })
+
+  test("the tables still keyed by \"METHOD /path\" (hand-read bodies, credentials read by the handler, SCIM errors) name only operations the document has", () => {
+    const keys = new Set(operations().map(({ method, path }) => operationKey(method, path)))
+    for (const key of [...Object.keys(HAND_READ_BODIES), ...Object.keys(SECURED_BY), ...Object.keys(SCIM_ERRORS)]) {
+      expect({ key, known: keys.has(key) }).toEqual({ key, known: true })
+    }
+  })
+
   test("every body is typed and has an example that fits its schema; a POST/PUT/PATCH without one reads none", () => {
     // the writes that take no body (the path says it all): anything else must declare what it reads
     const bodyless = new Set([
       "post /v1/keys/rotate", "post /v1/consent/{id}/approve", "post /v1/consent/{id}/deny", "post /v1/consent/{id}/passkey/options",
       "post /v1/consent-bundles/{id}/revoke", "post /v1/consent-bundles/{id}/refresh", "post /v1/domains/{id}/verify",
-      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret", "post /v1/policies/bundles/{id}/activate",
+      "post /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "post /v1/webhooks/{id}/rotate-secret", "post /v1/resource-servers/{id}/rotate-secret", "post /v1/policies/bundles/{id}/activate",
       "post /v1/sso/connections/{id}/test",
-      "post /v1/anomalies/detect", "patch /v1/anomalies/{id}/acknowledge"
+      "post /v1/anomalies/detect", "patch /v1/anomalies/{id}/acknowledge",
+      "post /v1/dpdp/consent-notices/{noticeId}/versions/{version}/retire"
     ])
     let typed = 0
     for (const { method, path, op } of operations()) {
@@ -259,9 +292,12 @@ describe("the document explains itself (issue 17 item 2)", () => {
     }
     expect(spec.paths["/v1/principal-sessions"].post.security).toEqual([{ apiKey: [] }])
     // an identity provider's SCIM token, refused (401) or limited (429) in the SCIM error shape
+    // discovery (ServiceProviderConfig, ResourceTypes, Schemas) is public: no scheme, no 401
     for (const { method, path, op } of operations().filter((o) => o.path.startsWith("/scim/v2/"))) {
       const where = `${method} ${path}`
-      expect({ where, security: op.security, gate: ["401", "429"].filter((s) => s in op.responses) }).toEqual({ where, security: [{ scimToken: [] }], gate: ["401", "429"] })
+      const discovery = /^\/scim\/v2\/(ServiceProviderConfig|ResourceTypes|Schemas)/.test(path)
+      expect({ where, security: op.security, gate: ["401", "429"].filter((s) => s in op.responses) })
+        .toEqual({ where, security: discovery ? [] : [{ scimToken: [] }], gate: discovery ? ["429"] : ["401", "429"] })
     }
     const tags = new Map<string, string>(spec.tags.map((t: any) => [t.name, t.description]))
     for (const { method, path, op } of operations()) {

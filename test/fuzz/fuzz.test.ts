@@ -51,6 +51,11 @@ const expectErrorShape = (status: number, headers: Headers, text: string) => {
     expect(body.schemas).toEqual(["urn:ietf:params:scim:api:messages:2.0:Error"])
     expect(body.status).toBe(String(status))
     expect(typeof body.detail).toBe("string")
+  } else if (status >= 400 && headers.get("pragma") === "no-cache" && (headers.get("content-type") ?? "").includes("json")) {
+    // OAuth routes answer RFC 6749 §5.2 errors, never cached (decisions §22.4)
+    const body = JSON.parse(text)
+    expect(typeof body.error).toBe("string")
+    expect(body.code).toBeUndefined()
   } else if (status >= 400 && (headers.get("content-type") ?? "").includes("json")) {
     const body = JSON.parse(text)
     expect(typeof body.code).toBe("string")
@@ -71,6 +76,11 @@ const send = async (method: string, path: string, body: string | undefined, auth
     redirect: "manual",
     signal: AbortSignal.timeout(5000)
   })
+  // a live event stream (decisions §23) stays open by design: its answer is its status and headers
+  if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    await res.body?.cancel()
+    return { status: res.status, headers: res.headers, text: "" }
+  }
   return { status: res.status, headers: res.headers, text: await res.text() }
 }
 

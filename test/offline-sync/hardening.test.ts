@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { ed25519 } from "@noble/curves/ed25519.js"
 import { createServer, type Server } from "node:net"
-import { ed25519SeedFromPkcs8, hashEntry, OfflineAgent, type ConsentBundle, type SignedAuditEntry } from "../../src/offline/index.ts"
+import { ed25519SeedFromPkcs8, hashEntry, OfflineAgent, OfflineEntryError, type ConsentBundle, type SignedAuditEntry } from "../../src/offline/index.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 
@@ -182,5 +182,60 @@ describe("item 10: the kit keeps its queue unless a SyncResult accounts for the 
     } finally {
       for (const s of servers) s.close()
     }
+  })
+})
+
+describe("decisions §24: one bad entry never jams a device", () => {
+  test("record() checks at run time what the types only promise: a wrong result or metadata throws OfflineEntryError, nothing queued", async () => {
+    const agent = await OfflineAgent.load(await newBundle())
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const cases: Array<[unknown, unknown, string]> = [
+      ["failure", undefined, "result"], // a word the old README used
+      [undefined, undefined, "result"],
+      ["success", ["a"], "metadata"],
+      ["success", new Date(0), "metadata"],
+      ["success", cycle, "metadata"]
+    ]
+    for (const [result, metadata, field] of cases) {
+      let thrown: unknown
+      try {
+        agent.record("email.read", result as any, metadata as any)
+      } catch (e) {
+        thrown = e
+      }
+      expect([String(result), thrown instanceof OfflineEntryError, (thrown as OfflineEntryError).field]).toEqual([String(result), true, field])
+    }
+    expect(() => agent.record(42 as any, "success")).toThrow(OfflineEntryError)
+    expect(agent.state.pending).toEqual([])
+    expect(agent.record("email.read", "execution_error").seq).toBe(1)
+  })
+
+  test("an entry the service refuses (queued by an older kit) is set aside with its reason; the rest are chained again and sync; a revoked bundle still wipes the device", async () => {
+    const bundle = await newBundle()
+    const loaded = await OfflineAgent.load(bundle)
+    const good = loaded.record("email.read", "success")
+    // what a kit without the run-time check queued: correctly signed, refused by the service as a whole batch
+    const bad = signed(bundle, { ...good, seq: 2, prevHash: good.hash, result: "failure" as any, timestamp: new Date().toISOString() })
+    const here = { ...bundle, syncEndpoint: `${app.url}/v1/audit/offline-sync` }
+    const agent = await OfflineAgent.restore({ ...loaded.state, bundle: here, seq: 2, lastHash: bad.hash, pending: [good, bad] })
+    agent.record("email.send", "success")
+    const first = await agent.sync(agent.batches()[0]!, { apiKey: dev.apiKey })
+    expect(first).toEqual({ outcome: "refused", reason: expect.stringContaining("entries[1].result"), refused: [bad] })
+    expect(agent.refusedEntries).toEqual([{ entry: bad, reason: first.outcome === "refused" ? first.reason : "" }])
+    // the entry after it is chained again in its place (seq 2, after entry 1), re-signed, and goes through
+    const [, rechained] = agent.state.pending
+    expect(agent.state.pending.map((e) => [e.seq, e.action])).toEqual([[1, "email.read"], [2, "email.send"]])
+    expect([rechained!.prevHash, agent.state.lastHash]).toEqual([good.hash, rechained!.hash])
+    const second = await agent.sync(agent.batches()[0]!, { apiKey: dev.apiKey })
+    expect(second).toMatchObject({ outcome: "synced", result: { accepted: 2, rejected: 0, errors: [] } })
+    expect(await stored(bundle.bundleId)).toEqual([1, 2])
+    // revoked later: the next sync still reaches the service and wipes the device
+    await app.request("POST", `/v1/consent-bundles/${bundle.bundleId}/revoke`, { apiKey: dev.apiKey })
+    agent.record("email.read", "success")
+    expect((await agent.sync(agent.batches()[0]!, { apiKey: dev.apiKey })).outcome).toBe("wiped")
+    expect(agent.wiped).toBe(true)
+    // the refused entries survive a save and restore
+    expect((await OfflineAgent.restore(agent.state)).refusedEntries.map((r) => [r.entry.seq, r.entry.result as string])).toEqual([[2, "failure"]])
   })
 })

@@ -6,7 +6,7 @@
  * that holds the API key, against the real service.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { buildKit } from "../../scripts/buildKit.ts"
@@ -136,6 +136,69 @@ describe("the README's kit example, as written", () => {
     } finally {
       backend.stop(true)
       delete process.env.AGENT_AUTH_API_KEY
+    }
+  })
+})
+
+describe("@agent-auth/offline-kit, a package of its own (decisions §24)", () => {
+  test("npm pack dist/offline-kit installs alone (no dependency, under 200 KB) and plain Node loads a bundle, records and syncs with it", async () => {
+    const project = mkdtempSync(join(tmpdir(), "aas-kit-alone-"))
+    try {
+      const packed = await run(["npm", "pack", join(ROOT, "dist/offline-kit"), "--pack-destination", project, "--ignore-scripts", "--offline", "--silent"], project)
+      expect(packed.stderr).toBe("")
+      const tarball = join(project, packed.stdout.trim().split("\n").pop()!)
+      const manifest = JSON.parse(readFileSync(join(ROOT, "dist/offline-kit/package.json"), "utf8"))
+      expect([manifest.name, manifest.dependencies, manifest.type]).toEqual(["@agent-auth/offline-kit", undefined, "module"])
+      // an empty project, installed from the tarball alone: npm would fail on any dependency (--offline, no cache of it)
+      writeFileSync(join(project, "package.json"), JSON.stringify({ name: "device", private: true, type: "module" }))
+      const installed = await run(["npm", "install", tarball, "--offline", "--ignore-scripts", "--no-audit", "--no-fund", "--silent"], project)
+      expect(installed.code).toBe(0)
+      const dir = join(project, "node_modules/@agent-auth/offline-kit")
+      const bytes = readdirSync(dir).reduce((n, f) => n + statSync(join(dir, f)).size, 0)
+      expect(bytes).toBeLessThan(200 * 1024)
+      expect(readdirSync(join(project, "node_modules")).filter((d) => !d.startsWith("."))).toEqual(["@agent-auth"])
+
+      const dev = await app.signup({ plan: "enterprise" })
+      const agentId = await createAgent(app, dev.developerId, ["email:read"])
+      const bundle = (await app.request("POST", "/v1/consent-bundles", { apiKey: dev.apiKey, body: { agentId, userId: "user_1", scopes: ["email:read"] } })).body
+      writeFileSync(join(project, "bundle.json"), JSON.stringify({ ...bundle, syncEndpoint: `${app.url}/v1/audit/offline-sync` }))
+      writeFileSync(join(project, "device.mjs"), `
+        import { readFileSync } from "node:fs"
+        import { OfflineAgent, OfflineEntryError } from "@agent-auth/offline-kit"
+        const agent = await OfflineAgent.load(JSON.parse(readFileSync("bundle.json", "utf8")))
+        let refused = null
+        try { agent.record("email.read", "failure") } catch (e) { refused = e instanceof OfflineEntryError ? e.field : String(e) }
+        agent.record("email.read", "success", { folder: "inbox" })
+        const outcome = await agent.sync(agent.batches()[0], { apiKey: process.env.KEY })
+        console.log(JSON.stringify({ refused, outcome: outcome.outcome, accepted: outcome.result?.accepted, pending: agent.state.pending.length }))`)
+      const res = await run(["node", "device.mjs"], project, { KEY: dev.apiKey })
+      expect(res.stderr).toBe("")
+      expect(JSON.parse(res.stdout)).toEqual({ refused: "result", outcome: "synced", accepted: 1, pending: 0 })
+      expect(await app.query("SELECT seq::int AS seq FROM offline_audit_entries WHERE bundle_id = $1", [bundle.bundleId])).toEqual([{ seq: 1 }])
+    } finally {
+      rmSync(project, { recursive: true, force: true })
+    }
+  })
+
+  test("its declarations type-check a consumer (node16 resolution), and name the refused outcome", async () => {
+    const types = readFileSync(join(ROOT, "dist/offline-kit/index.d.ts"), "utf8")
+    expect(types).toContain("export declare class OfflineAgent")
+    expect(types).not.toMatch(/from "\.\/[\w-]+\.ts"/)
+    const consumer = mkdtempSync(join(tmpdir(), "aas-kit-types-"))
+    try {
+      mkdirSync(join(consumer, "node_modules/@agent-auth"), { recursive: true })
+      await run(["cp", "-r", join(ROOT, "dist/offline-kit"), join(consumer, "node_modules/@agent-auth/offline-kit")], consumer)
+      writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "c", private: true, type: "module" }))
+      writeFileSync(join(consumer, "check.ts"), `
+        import { OfflineAgent, OfflineEntryError, type SyncOutcome } from "@agent-auth/offline-kit"
+        export const outcomes: Array<ReturnType<OfflineAgent["applySyncResult"]>> = ["synced", "wiped", "kept", "refused"]
+        export const field = (e: OfflineEntryError): string => e.field
+        export const refusedOf = (o: SyncOutcome) => (o.outcome === "refused" ? o.refused.length : 0)`)
+      const res = await run([join(ROOT, "node_modules/.bin/tsc"), "--ignoreConfig", "--noEmit", "--strict", "--module", "node16", "--moduleResolution", "node16",
+        "--target", "es2022", "--lib", "es2022,dom", "--types", "", "check.ts"], consumer)
+      expect(res.stdout + res.stderr).toBe("")
+    } finally {
+      rmSync(consumer, { recursive: true, force: true })
     }
   })
 })

@@ -1,7 +1,7 @@
 /**
  * Passkey management (decisions §17) with a software authenticator on TestClock: user handles,
  * discoverable credentials, provider names, backup flags, single get, rename, soft delete, the cap
- * per principal, the Signal API data, counter regression, the attestation policy (with and without
+ * per principal, the Signal API data, counter regression (403, audit entry, AD-011 alert), the attestation policy (with and without
  * local trust anchors) and the cleanup fiber.
  */
 import "reflect-metadata"
@@ -252,6 +252,12 @@ describe("signature counter", () => {
       ["jon", credential.id, 5, 5]
     ])
     expect((await app.query(`SELECT counter::int AS c FROM webauthn_credentials WHERE id = $1`, [credential.id]))[0].c).toBe(5)
+    // and an AD-011 alert (decisions §14, revised) on the credential: the second regression is one more occurrence
+    const raised = (await call(app, "GET", "/v1/anomaly/alerts?ruleId=AD-011", dev.apiKey)).body.data
+    expect(raised).toMatchObject([{
+      ruleId: "AD-011", severity: "high", status: "open", principalId: "jon", agentId: null, occurrences: 2,
+      context: { passkeyId: credential.id, storedCounter: 5, presentedCounter: 5 }
+    }])
     expect((await assertWith(authenticator, "jon", { counter: 6 })).res.status).toBe(200)
   })
 

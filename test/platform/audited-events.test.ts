@@ -41,7 +41,7 @@ const startChain = async (developerId: string) => {
 
 /** the chain's seqs are 1..n with each prev_hash the hash before it; the events match the recorded entries */
 const expectChain = async (developerId: string, entries: number, events: number) => {
-  expect(await verify(app, developerId)).toEqual({ valid: true, checkedEntries: entries, firstBrokenAt: null })
+  expect(await verify(app, developerId)).toEqual({ valid: true, checkedEntries: entries, firstBrokenAt: null, erasedEntries: 0, linkOnlyEntries: 0 })
   const [head] = await app.query("SELECT seq::int AS seq, hash FROM audit_heads WHERE developer_id = $1", [developerId])
   const [last] = await app.query("SELECT seq::int AS seq, hash FROM audit_log WHERE developer_id = $1 ORDER BY seq DESC LIMIT 1", [developerId])
   expect(head).toEqual(last)

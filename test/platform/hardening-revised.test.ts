@@ -80,4 +80,14 @@ describe("names refused up front", () => {
     }
     expect((await app.request("GET", "/v1/anomaly/channels", { apiKey })).body).toEqual({ channels: [] })
   })
+
+  test("webhook endpoints: a name resolving to a private address is refused on create and PATCH, nothing stored", async () => {
+    const { apiKey } = await app.signup()
+    const created = await app.request("POST", "/v1/webhooks", { apiKey, body: { url: `https://${ownName}/in`, events: ["grant.created"] } })
+    expect([created.status, created.body.code, created.body.message]).toEqual([400, "BAD_REQUEST", "url must not point to a private or local address"])
+    const hook = (await app.request("POST", "/v1/webhooks", { apiKey, body: { url: "https://unresolvable.invalid/in", events: ["grant.created"] } })).body
+    const patched = await app.request("PATCH", `/v1/webhooks/${hook.id}`, { apiKey, body: { url: `https://${ownName}/in` } })
+    expect([patched.status, patched.body.message]).toEqual([400, "url must not point to a private or local address"])
+    expect((await app.request("GET", "/v1/webhooks", { apiKey })).body.webhooks.map((w: any) => w.url)).toEqual(["https://unresolvable.invalid/in"])
+  })
 })

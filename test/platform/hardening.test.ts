@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { ConfigError, loadConfig } from "../../src/Config.ts"
 import { AuditChain } from "../../src/platform/AuditChain.ts"
 import { generateEd25519Pem } from "../../src/credentials/Keys.ts"
-import { startTestApp, type TestApp, testPrivateKey, usingRealPostgres } from "../support/app.ts"
+import { startTestApp, type TestApp, testPrivateKey } from "../support/app.ts"
 import { createAgent, issueGrant } from "../support/fixtures.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
@@ -67,7 +67,8 @@ test.skipIf(!existsSync(CHROMIUM))("/docs renders in a browser under its policy:
       if (!r.url().startsWith(app.url) && !r.url().startsWith("data:")) problems.push(`fetched ${r.url().slice(0, 200)}`)
     })
     await page.goto(app.url + "/docs", { waitUntil: "networkidle" })
-    await page.waitForFunction(() => document.body.innerText.includes("/v1/signup"), undefined, { timeout: 15_000 })
+    // the page renders a 4.5 MB document: 14 s on a loaded machine, so the wait is generous (the test is about the policy, not speed)
+    await page.waitForFunction(() => document.body.innerText.includes("/v1/signup"), undefined, { timeout: 60_000 })
     expect(problems).toEqual([])
   } finally {
     await browser.close()
@@ -186,40 +187,58 @@ describe("audit verification (item 5)", () => {
       }))
       return d.apiKey
     }
-    /** the highest RSS above the start seen while `work` runs */
-    const growth = async (work: () => Promise<unknown>) => {
+    /** the live heap: after a full collection, so garbage the collector has not reached yet does not count */
+    let gcMs = 0
+    const live = () => {
+      const t = performance.now()
       Bun.gc(true)
-      const baseline = process.memoryUsage().rss
+      gcMs = performance.now() - t
+      return process.memoryUsage().heapUsed
+    }
+    /**
+     * The most live heap above the start seen while `work` runs (RSS sampled without collecting moved by
+     * hundreds of MB with the size of the process's heap). Collections take at most a fifth of the time:
+     * in a large process each one is long, and collecting every few milliseconds starved the service.
+     */
+    const growth = async (work: () => Promise<unknown>) => {
+      const baseline = live()
       let peak = baseline
-      const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 2)
-      await work()
-      clearInterval(timer)
-      return Math.max(peak, process.memoryUsage().rss) - baseline
+      let next = 0
+      const timer = setInterval(() => {
+        if (performance.now() < next) return
+        peak = Math.max(peak, live())
+        next = performance.now() + Math.max(25, gcMs * 4)
+      }, 5)
+      try {
+        await work()
+      } finally {
+        // a failed walk must not leave the collections running for the rest of the suite
+        clearInterval(timer)
+      }
+      return peak - baseline
     }
     const count = 4000
     const apiKey = await chainOf(count)
     const verify = async () => {
       const res = await app.request("GET", "/v1/audit/verify", { apiKey })
-      expect(res.body).toEqual({ valid: true, checkedEntries: count, firstBrokenAt: null })
+      expect(res.body).toEqual({ valid: true, checkedEntries: count, firstBrokenAt: null, erasedEntries: 0, linkOnlyEntries: 0 })
     }
     await verify() // warms the pools and caches
-    // the lower of two runs: RSS on a shared machine is noisy, and the bound is about what a walk keeps
+    // the lower of two runs: the bound is about what a walk keeps
     const paged = Math.min(await growth(verify), await growth(verify))
-    // the same run's baseline: the chain read at once and printed again, as one unpaged walk would
-    const atOnce = await growth(async () => {
-      const rows = await app.query<{ metadata: unknown }>("SELECT metadata FROM audit_log WHERE action LIKE 'bulk.%' ORDER BY seq")
-      expect(rows.map((r) => JSON.stringify(r.metadata).length).length).toBeGreaterThanOrEqual(count)
-    })
-    console.log(`verify of ${count} entries of 16 KB: RSS +${(paged / 1e6).toFixed(1)} MB paged, +${(atOnce / 1e6).toFixed(1)} MB read at once`)
-    // Embedded, the database engine lives in this process and its memory (which grows, never shrinks)
-    // swamps the figure; the bound is asserted where the process holds only the service.
-    // (GC timing on a loaded machine moves either figure by tens of MB: the margin keeps this about
-    // what a walk holds, a whole chain in memory, not about when the collector last ran)
-    if (usingRealPostgres) expect(paged).toBeLessThan(atOnce * 1.5)
+    // the same run's baseline: the chain read at once, as one unpaged walk would hold it (measured while held)
+    const before = live()
+    const rows = await app.query<{ metadata: unknown }>("SELECT metadata FROM audit_log WHERE action LIKE 'bulk.%' ORDER BY seq")
+    const atOnce = live() - before
+    expect(rows.length).toBeGreaterThanOrEqual(count)
+    console.log(`verify of ${count} entries of 16 KB: live heap +${(paged / 1e6).toFixed(1)} MB paged, +${(atOnce / 1e6).toFixed(1)} MB read at once`)
+    // a walk holds a page, not the chain (measured: 0.7-3.6 MB against 65-124 MB read at once; the live
+    // heap leaves out the embedded engine's wasm memory, so the bound holds in both modes)
+    expect(paged).toBeLessThan(atOnce / 4)
     // a break just past a page boundary (pages of 250) is still found, and named
     const [victim] = await app.query<{ id: string }>("SELECT id FROM audit_log WHERE action = 'bulk.250'")
     await app.query("UPDATE audit_log SET metadata = '{\"blob\":\"tampered\"}'::jsonb WHERE id = $1", [victim!.id])
-    expect((await app.request("GET", "/v1/audit/verify", { apiKey })).body).toEqual({ valid: false, checkedEntries: 250, firstBrokenAt: victim!.id })
+    expect((await app.request("GET", "/v1/audit/verify", { apiKey })).body).toEqual({ valid: false, checkedEntries: 250, firstBrokenAt: victim!.id, erasedEntries: 0, linkOnlyEntries: 0 })
   }, 120_000)
 })
 

@@ -11,7 +11,7 @@ import { authorize, createRule, makeDirectory, syncCedar } from "./support.ts"
 let app: TestApp
 const directory = makeDirectory()
 beforeAll(async () => {
-  app = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" }, layer: directory.layer })
+  app = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" }, policyDirectory: directory.layer })
 })
 afterAll(async () => {
   await app?.stop()
@@ -93,13 +93,15 @@ describe("authorize", () => {
     expect(await app.query("SELECT id FROM grants WHERE developer_id = $1", [developerId])).toEqual([])
   })
 
-  test("an inactive principal is always denied, policies or not; a Cedar forbid on a group denies its members", async () => {
+  test("an inactive principal is denied by the policies too (built in); a Cedar forbid on a group denies its members", async () => {
+    // (the directory itself refuses an inactive principal first, 403 PRINCIPAL_INACTIVE, before any
+    // policy: decisions §20, test/gate; this stub reaches only the policies' view of the directory)
     const { apiKey, agentId } = await setup()
+    directory.groups.set("contractor_1", ["contractors"])
+    await syncCedar(app, apiKey, `@id("no-contractor-mail") forbid(principal, action, resource in Group::"contractors") when { context.scopes.contains("email:send") };`)
     directory.inactive.add("gone_user")
     const inactive = await authorize(app, apiKey, agentId, "gone_user", ["email:read"])
     expect([inactive.status, inactive.body.code]).toEqual([403, "POLICY_DENIED"])
-    directory.groups.set("contractor_1", ["contractors"])
-    await syncCedar(app, apiKey, `@id("no-contractor-mail") forbid(principal, action, resource in Group::"contractors") when { context.scopes.contains("email:send") };`)
     expect((await authorize(app, apiKey, agentId, "contractor_1", ["email:send"])).body.code).toBe("POLICY_DENIED")
     expect((await authorize(app, apiKey, agentId, "contractor_1", ["email:read"])).status).toBe(201)
     expect((await authorize(app, apiKey, agentId, "staff_1", ["email:send"])).status).toBe(201)

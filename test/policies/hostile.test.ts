@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { parseSet } from "../../src/policies/Cedar.ts"
-import { engineGeneration, withEngine } from "../../src/policies/CedarEngine.ts"
+import { engineGeneration, initCedar, withEngine } from "../../src/policies/CedarEngine.ts"
 import { scanCedar } from "../../src/policies/CedarScan.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
@@ -14,6 +14,8 @@ import { authorize, b64 } from "./support.ts"
 let app: TestApp
 beforeAll(async () => {
   app = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" } })
+  // the engine starts with the first set a process parses (issue 37); these tests also call it directly
+  await initCedar()
 })
 afterAll(async () => {
   await app?.stop()

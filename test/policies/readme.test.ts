@@ -9,7 +9,7 @@ import { authorize, b64, makeDirectory } from "./support.ts"
 let app: TestApp
 const directory = makeDirectory()
 beforeAll(async () => {
-  app = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" }, layer: directory.layer, testClock: true })
+  app = await startTestApp({ env: { RATE_LIMIT_SCALE: "100" }, policyDirectory: directory.layer, testClock: true })
 })
 afterAll(async () => {
   await app?.stop()

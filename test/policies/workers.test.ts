@@ -30,6 +30,18 @@ const sync = (apiKey: string, text: string, activate = false) =>
 const parser = () => app.run(Effect.map(PolicyEngine, (engine) => engine.cedarParser))
 
 describe("Cedar sets are parsed in worker threads", () => {
+  test("an instance starts its parser workers with the first Cedar set it receives, not at start (issue 37)", async () => {
+    const pool = await parser()
+    expect(pool.stats()).toMatchObject({ ready: 0, inWorkers: 0, here: 0 })
+    const { apiKey } = await app.signup()
+    // rules alone never start the engine
+    expect((await app.request("POST", "/v1/policies", { apiKey, body: { name: "r", effect: "deny", scopes: ["x:y"] } })).status).toBe(201)
+    expect(pool.stats().ready).toBe(0)
+    expect((await sync(apiKey, valid(0))).status).toBe(201)
+    expect(pool.stats()).toMatchObject({ inWorkers: 1, here: 0 })
+    expect(pool.stats().ready).toBeGreaterThan(0)
+  })
+
   test("10 concurrent uploads and the load of an active set are each parsed by a worker, none on the event loop", async () => {
     const pool = await parser()
     expect(await pool.started()).toBeGreaterThan(0)

@@ -144,7 +144,7 @@ describe("GET /v1/principal/grants", () => {
     expect(child.status).toBe(201)
 
     const res = await app.request("GET", "/v1/principal/grants", { bearer: await session("erin") })
-    expect(res.status).toBe(200)
+    expect([res.status, res.body.principalId]).toEqual([200, "erin"])
     expect(res.body.nextCursor).toBeNull()
     expect(res.body.grants.map((g: any) => g.grantId)).toEqual([child.body.grantId, mine.grantId])
     const [delegated, root] = res.body.grants
@@ -174,7 +174,7 @@ describe("GET /v1/principal/grants", () => {
     expect(first.body.grants.map((g: any) => g.grantId)).toEqual([b.grantId])
     expect(first.body.nextCursor).toEqual(expect.any(String))
     const second = await app.request("GET", `/v1/principal/grants?limit=1&cursor=${first.body.nextCursor}`, { bearer: token })
-    expect(second.body).toEqual({ grants: [expect.objectContaining({ grantId: a.grantId })], nextCursor: null })
+    expect(second.body).toEqual({ principalId: "gina", grants: [expect.objectContaining({ grantId: a.grantId })], nextCursor: null })
     for (const q of ["limit=0", "limit=101", "limit=x", "cursor=nope"]) {
       const res = await app.request("GET", `/v1/principal/grants?${q}`, { bearer: token })
       expect([q, res.status, res.body.code]).toEqual([q, 400, "BAD_REQUEST"])
@@ -210,7 +210,8 @@ describe("GET /v1/principal/grants", () => {
     const auto = await app.request("POST", "/v1/authorize", { apiKey: sandbox.apiKey, body: { agentId: sandboxAgent, principalId: "pia", scopes: ["email:read"] } })
     const token = await app.request("POST", "/v1/token", { apiKey: sandbox.apiKey, body: { code: auto.body.code, agentId: sandboxAgent } })
     const sandboxList = await app.request("GET", "/v1/principal/grants", { bearer: await session("pia", sandbox.apiKey) })
-    expect(sandboxList.body.grants.map((g: any) => [g.grantId, g.approvalMethod])).toEqual([[token.body.grantId, "developer"]])
+    // decisions §20: a sandbox's automatic approval is "sandbox"
+    expect(sandboxList.body.grants.map((g: any) => [g.grantId, g.approvalMethod])).toEqual([[token.body.grantId, "sandbox"]])
   })
 
   test("a suspended agent's grant is listed (it may resume) and revocable; a deleted agent's is not listed", async () => {

@@ -42,7 +42,7 @@ describe("connections", () => {
     const res = await app.request("POST", "/v1/sso/connections", { apiKey: dev.apiKey, body: oidcConnection(idp, { domains: ["Example.COM"] }) })
     expect(res.status).toBe(201)
     expect(res.body).toEqual({
-      id: expect.stringMatching(/^ssoconn_/), connectionId: res.body.id, name: "Workforce", protocol: "oidc", status: "active",
+      id: expect.stringMatching(/^sso_[0-9A-Z]{26}$/), connectionId: res.body.id, name: "Workforce", protocol: "oidc", status: "active",
       domains: ["example.com"], jitProvisioning: true, enforce: false, groupsClaim: null, groupMappings: {}, defaultScopes: [],
       allowedRedirectUris: [], issuerUrl: idp.issuerUrl, clientId: "aas-client", tokenEndpointAuthMethod: "client_secret_basic",
       scopes: "openid email profile groups", tenantMode: "single", hasClientSecret: true, redirectUri: `${base}/sso/oidc/callback`,
@@ -185,11 +185,11 @@ describe("connections", () => {
     expect((await app.request("GET", "/v1/sso/config", { apiKey: dev.apiKey })).status).toBe(404)
     const body = { issuerUrl: idp.issuerUrl, clientId: "legacy-client", clientSecret: "legacy-secret", redirectUri: "https://app.example.com/sso" }
     const set = await app.request("POST", "/v1/sso/config", { apiKey: dev.apiKey, body })
-    expect(set.status).toBe(200)
-    expect(set.body).toEqual({ connectionId: expect.stringMatching(/^ssoconn_/), issuerUrl: idp.issuerUrl, clientId: "legacy-client", redirectUri: "https://app.example.com/sso", createdAt: expect.any(String), updatedAt: expect.any(String) })
+    expect(set.status).toBe(201)
+    expect(set.body).toEqual({ connectionId: expect.stringMatching(/^sso_[0-9A-Z]{26}$/), issuerUrl: idp.issuerUrl, clientId: "legacy-client", redirectUri: "https://app.example.com/sso", createdAt: expect.any(String), updatedAt: expect.any(String) })
     expect(set.text).not.toContain("legacy-secret")
     const again = await app.request("POST", "/v1/sso/config", { apiKey: dev.apiKey, body: { ...body, clientId: "legacy-2" } })
-    expect(again.body.connectionId).toBe(set.body.connectionId)
+    expect([again.status, again.body.connectionId]).toEqual([201, set.body.connectionId])
     const conn = (await app.request("GET", `/v1/sso/connections/${set.body.connectionId}`, { apiKey: dev.apiKey })).body
     expect(conn).toMatchObject({ name: "legacy", protocol: "oidc", clientId: "legacy-2", allowedRedirectUris: ["https://app.example.com/sso"] })
     expect((await app.request("GET", "/v1/sso/config", { apiKey: dev.apiKey })).body.clientId).toBe("legacy-2")

@@ -5,6 +5,7 @@
  * IdP metadata gets the same scan.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { loadSamlLibraries } from "../../src/sso/saml/Library.ts"
 import { parseIdpMetadata, type SamlSettings } from "../../src/sso/saml/Metadata.ts"
 import { checkSamlResponse } from "../../src/sso/saml/Response.ts"
 import { scanXml } from "../../src/sso/saml/XmlScan.ts"
@@ -16,6 +17,8 @@ let app: TestApp
 let idp: SamlIdp
 let settings: SamlSettings
 beforeAll(async () => {
+  // what the SAML service does before its first SAML work (issue 37: loaded on first use)
+  await loadSamlLibraries()
   app = await startTestApp({ env: SAML_ENV })
   idp = await startSamlIdp()
   const parsed = parseIdpMetadata(idp.metadataXml())

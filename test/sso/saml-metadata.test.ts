@@ -4,6 +4,7 @@
  * problem named by its field), and our SP metadata as an IdP library reads it.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { loadSamlLibraries } from "../../src/sso/saml/Library.ts"
 import * as samlify from "samlify"
 import { checkCertificates, toPem, usableCertificates } from "../../src/sso/saml/Certificates.ts"
 import { parseIdpMetadata, resolveSamlSettings, serviceProviderFor, serviceProviderMetadataXml } from "../../src/sso/saml/Metadata.ts"
@@ -12,6 +13,8 @@ import { makeSigningKey, type SamlIdp, startSamlIdp } from "../support/saml-idp.
 let idp: SamlIdp
 const now = Date.now()
 beforeAll(async () => {
+  // what the SAML service does before its first SAML work (issue 37: loaded on first use)
+  await loadSamlLibraries()
   idp = await startSamlIdp()
 })
 afterAll(() => idp.stop())

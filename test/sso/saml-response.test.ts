@@ -4,6 +4,7 @@
  * `checkSamlResponse` on a given time, as the service calls it with Effect's Clock.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { loadSamlLibraries } from "../../src/sso/saml/Library.ts"
 import { inflateRawSync } from "node:zlib"
 import { parseIdpMetadata, type SamlSettings } from "../../src/sso/saml/Metadata.ts"
 import { authnRequestUrl } from "../../src/sso/saml/Request.ts"
@@ -19,6 +20,8 @@ const user = { nameId: "00u1abcd", email: "ann@example.com", groups: ["engineeri
 const requestId = "_a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2"
 
 beforeAll(async () => {
+  // what the SAML service does before its first SAML work (issue 37: loaded on first use)
+  await loadSamlLibraries()
   idp = await startSamlIdp()
   const parsed = parseIdpMetadata(idp.metadataXml([idp.keys.current, idp.keys.next]))
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems))

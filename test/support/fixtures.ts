@@ -44,7 +44,9 @@ export const issueGrant = async (
       agentId: input.agentId,
       principalId: input.principalId ?? "user_1",
       scopes: input.scopes,
-      expiresAt: new Date(now + (input.expiresInSeconds ?? 3600) * 1000)
+      expiresAt: new Date(now + (input.expiresInSeconds ?? 3600) * 1000),
+      approvalMethod: "developer",
+      policyId: null
     })
     const token = yield* grants.issueToken(grant)
     return { grant, token }

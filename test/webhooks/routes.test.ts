@@ -149,6 +149,6 @@ describe("registration input", () => {
     const ok = await app.request("POST", "/v1/webhooks", { apiKey: d.apiKey, body: { url: "https://hooks.example/in", events: ["grant.revoked", "grant.revoked", "budget.exhausted"] } })
     expect(ok.status).toBe(201)
     expect(ok.body.events).toEqual(["grant.revoked", "budget.exhausted"])
-    expect(Object.keys(ok.body).sort()).toEqual(["createdAt", "events", "id", "secret", "url"])
+    expect(Object.keys(ok.body).sort()).toEqual(["createdAt", "enabled", "events", "id", "secret", "url"])
   })
 })

@@ -33,7 +33,7 @@ describe("endpoints", () => {
     const stored = await app.query<{ secretCiphertext: string }>("SELECT secret_ciphertext FROM webhook_endpoints WHERE id = $1", [res.body.id])
     expect(stored[0]!.secretCiphertext).not.toContain(res.body.secret)
     const list = await app.request("GET", "/v1/webhooks", { apiKey: dev.apiKey })
-    expect(list.body.webhooks.find((w: any) => w.id === res.body.id)).toEqual({ id: res.body.id, url: res.body.url, events: res.body.events, createdAt: res.body.createdAt })
+    expect(list.body.webhooks.find((w: any) => w.id === res.body.id)).toEqual({ id: res.body.id, url: res.body.url, events: res.body.events, enabled: true, createdAt: res.body.createdAt })
     const bad = await register("https://hooks.example/in", ["grant.exploded"])
     expect(bad.status).toBe(400)
     expect(bad.body.code).toBe("BAD_REQUEST")

@@ -8,6 +8,8 @@ import { Schema } from "effect"
 import { BadRequest, BodyErrors, NotFound, PublicRouteErrors, SsoAuthFailed, SsoError } from "../../platform/Errors.ts"
 import { RatePolicy } from "../../platform/RateLimit.ts"
 import { SessionResult } from "../Api.ts"
+import { documented } from "../../platform/OperationDocs.ts"
+import { SAML_DOCS } from "./Docs.ts"
 
 const Xml = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "application/samlmetadata+xml" }))
 const Html = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/html" }))
@@ -47,4 +49,5 @@ export class SamlApi extends HttpApiGroup.make("saml")
       .annotate(RatePolicy, { routeLimit: 60 })
   )
   .addError(PublicRouteErrors)
+  .pipe(documented(SAML_DOCS))
 {}

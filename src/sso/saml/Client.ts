@@ -4,8 +4,9 @@
  * refused), the audience and InResponseTo; its own time checks read the machine's clock, so they
  * are switched off here and done on Effect's Clock instead (Response.ts).
  */
-import { type CacheProvider, SAML, ValidateInResponseTo } from "@node-saml/node-saml"
+import type { CacheProvider } from "@node-saml/node-saml"
 import { randomBytes } from "node:crypto"
+import { samlLibraries } from "./Library.ts"
 import type { SamlSettings, ServiceProvider } from "./Metadata.ts"
 
 /** An AuthnRequest ID: an xs:ID (starts with a letter or underscore), 160 random bits. */
@@ -37,8 +38,9 @@ export const samlClient = (
   settings: SamlSettings,
   sp: ServiceProvider,
   o: { readonly certificates: ReadonlyArray<string>; readonly requestId?: string }
-) =>
-  new SAML({
+) => {
+  const { SAML, ValidateInResponseTo } = samlLibraries().saml
+  return new SAML({
     issuer: sp.entityId,
     callbackUrl: sp.acsUrl,
     audience: sp.entityId,
@@ -59,3 +61,4 @@ export const samlClient = (
     disableRequestedAuthnContext: true,
     signatureAlgorithm: "sha256"
   })
+}

@@ -42,7 +42,7 @@ export const SamlHttp = HttpApiBuilder.group(Api, "saml", (handlers) =>
           if (connection === undefined || connection.protocol !== "saml") {
             return yield* Effect.fail(new NotFound({ message: "SAML connection not found" }))
           }
-          return HttpServerResponse.text(saml.metadataXml(connection.id), {
+          return HttpServerResponse.text(yield* saml.metadataXml(connection.id), {
             contentType: "application/samlmetadata+xml",
             headers: { "cache-control": "public, max-age=300", "x-content-type-options": "nosniff" }
           })

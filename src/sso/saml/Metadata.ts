@@ -7,10 +7,9 @@
  * `resolveSamlSettings` is the one check of a SAML connection's settings, whichever form they came
  * in (metadata or the three fields): create, patch and test use it.
  */
-import { generateServiceProviderMetadata } from "@node-saml/node-saml"
-import { DOMParser } from "@xmldom/xmldom"
 import { checkReceiverUrl } from "../../platform/Outbound.ts"
 import { checkCertificates } from "./Certificates.ts"
+import { samlLibraries } from "./Library.ts"
 import { scanXml } from "./XmlScan.ts"
 
 const MD = "urn:oasis:names:tc:SAML:2.0:metadata"
@@ -42,7 +41,7 @@ export const parseXml = (xml: string): Document | string => {
   const problem = scanXml(xml)
   if (problem !== undefined) return problem
   let error: string | undefined
-  const doc = new DOMParser({
+  const doc = new (samlLibraries().xmldom.DOMParser)({
     locator: {},
     errorHandler: (level: string, message: string) => {
       if (level !== "warning") error ??= message.replace(/^\[xmldom \w+\]\s*/, "")
@@ -157,7 +156,7 @@ export const serviceProviderFor = (publicBaseUrl: string, connectionId: string):
 
 /** The SP metadata of a connection (stable: the same connection always gives the same document). */
 export const serviceProviderMetadataXml = (sp: ServiceProvider, connectionId: string): string =>
-  generateServiceProviderMetadata({
+  samlLibraries().saml.generateServiceProviderMetadata({
     issuer: sp.entityId,
     callbackUrl: sp.acsUrl,
     identifierFormat: NAMEID_UNSPECIFIED,

@@ -10,8 +10,9 @@
  *    NameID that is not transient (it is the identity key).
  * Single use of the assertion id is the caller's (a database claim, see Replay.ts).
  */
-import { type Profile, SamlStatusError } from "@node-saml/node-saml"
+import type { Profile } from "@node-saml/node-saml"
 import { samlClient } from "./Client.ts"
+import { samlLibraries } from "./Library.ts"
 import { usableCertificates } from "./Certificates.ts"
 import { MAX_XML_BYTES, parseXml, type SamlSettings, type ServiceProvider } from "./Metadata.ts"
 
@@ -156,7 +157,7 @@ export const checkSamlResponse = async (input: ResponseInput): Promise<Outcome> 
     const client = samlClient(input.settings, input.sp, { certificates, requestId: input.requestId })
     profile = (await client.validatePostResponseAsync({ SAMLResponse: input.samlResponse.replace(/\s+/g, "") })).profile
   } catch (error) {
-    if (error instanceof SamlStatusError) return refused(`The IdP refused the sign-in: ${error.message}`)
+    if (error instanceof samlLibraries().saml.SamlStatusError) return refused(`The IdP refused the sign-in: ${error.message}`)
     const message = error instanceof Error ? error.message : String(error)
     return refused(/signature/i.test(message) ? `The assertion is not signed by the IdP's certificate (${message})` : `The SAML Response is invalid: ${message}`)
   }

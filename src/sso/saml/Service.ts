@@ -16,6 +16,7 @@ import type { SsoIdentity } from "../Identity.ts"
 import { SamlProtocol, type SamlProtocolService, type TestCheck } from "../Protocol.ts"
 import { inspectCertificate, validityProblem } from "./Certificates.ts"
 import { identityOf } from "./Identity.ts"
+import { samlLibrariesLoaded } from "./Library.ts"
 import { resolveSamlSettings, type ServiceProvider, serviceProviderFor, serviceProviderMetadataXml } from "./Metadata.ts"
 import { claimAssertionId } from "./Replay.ts"
 import { authnRequestUrl } from "./Request.ts"
@@ -34,7 +35,7 @@ export interface SamlServiceShape extends SamlProtocolService {
   ) => Effect.Effect<SsoIdentity, SsoAuthFailed | SsoError>
   /** what an administrator pastes at the IdP (entity id, ACS URL) */
   readonly serviceProvider: (connectionId: string) => ServiceProvider
-  readonly metadataXml: (connectionId: string) => string
+  readonly metadataXml: (connectionId: string) => Effect.Effect<string>
 }
 
 export class SamlService extends Context.Tag("agent-auth/SamlService")<SamlService, SamlServiceShape>() {}
@@ -61,6 +62,7 @@ export const SamlServiceLive = Layer.effect(
     const authorizeUrl: SamlServiceShape["authorizeUrl"] = (connection, input) =>
       Effect.gen(function*() {
         const settings = yield* settingsOf(connection)
+        yield* samlLibrariesLoaded
         return yield* bounded("The SAML AuthnRequest", () => authnRequestUrl(settings, serviceProvider(connection.id), { relayState: input.state }))
       })
 
@@ -68,6 +70,7 @@ export const SamlServiceLive = Layer.effect(
       Effect.gen(function*() {
         const settings = yield* settingsOf(connection)
         const nowMs = yield* nowMillis
+        yield* samlLibrariesLoaded
         const outcome = yield* bounded("The SAML Response check", () =>
           checkSamlResponse({ samlResponse: input.samlResponse, settings, sp: serviceProvider(connection.id), requestId: input.requestId, nowMs }))
         if (!outcome.ok) {
@@ -94,7 +97,7 @@ export const SamlServiceLive = Layer.effect(
       })
 
     const settings: SamlServiceShape["settings"] = (input, current) =>
-      Effect.flatMap(nowMillis, (nowMs) => {
+      Effect.flatMap(Effect.zipRight(samlLibrariesLoaded, nowMillis), (nowMs) => {
         const checked = resolveSamlSettings(input, { nowMs, allowPrivateHosts, current })
         if (checked.ok) return Effect.succeed<SamlSettings>({ ...checked.value, idpCertificates: [...checked.value.idpCertificates] })
         const message = checked.problems.map((p) => `${p.path}: ${p.message}`).join("; ")
@@ -140,7 +143,8 @@ export const SamlServiceLive = Layer.effect(
       settings,
       accept,
       serviceProvider,
-      metadataXml: (connectionId) => serviceProviderMetadataXml(serviceProvider(connectionId), connectionId)
+      metadataXml: (connectionId) =>
+        Effect.map(samlLibrariesLoaded, () => serviceProviderMetadataXml(serviceProvider(connectionId), connectionId))
     }
   })
 )

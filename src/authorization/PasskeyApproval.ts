@@ -1,0 +1,16 @@
+/**
+ * The passkeys' approval port (src/passkeys/Approval.ts), provided by authorization: reading a
+ * pending request and approving it once a passkey assertion verified (decisions §9, §20).
+ */
+import { Effect, Layer } from "effect"
+import { Approval } from "../passkeys/Approval.ts"
+import { Authorization } from "./Service.ts"
+
+/** Delegates to the authorization capability, which owns requests, grants and codes. */
+export const ApprovalLive = Layer.effect(
+  Approval,
+  Effect.map(Authorization, (authorization) => ({
+    getPendingRequest: (authRequestId) => authorization.getPendingRequest(authRequestId),
+    approveRequest: (authRequestId, options) => authorization.approveRequest(authRequestId, options)
+  }))
+)

@@ -12,7 +12,7 @@ import {
 import { SsoConsent } from "../sso/Consent.ts"
 import { SESSION_COOKIE } from "../sso/Sessions.ts"
 import { consentPage, htmlResponse as html, messagePage, PASSKEY_SCRIPT, seeOther } from "./ConsentPage.ts"
-import { interactionCookieOk, withIssuer } from "./OAuthRequests.ts"
+import { ANSWER_IN_ITS_BROWSER, interactionCookieOk, withIssuer } from "./OAuthRequests.ts"
 import { Authorization, type ConsentView } from "./Service.ts"
 
 /** where the person goes after deciding: redirectUri with code (or error) and state */
@@ -63,7 +63,7 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
         const view = yield* authorization.consent(id)
         const http = yield* HttpServerRequest.HttpServerRequest
         if (!interactionCookieOk(view, http.cookies)) {
-          return yield* Effect.fail(new Forbidden({ message: "This authorization can be answered only in the browser that started it" }))
+          return yield* Effect.fail(new Forbidden({ message: ANSWER_IN_ITS_BROWSER }))
         }
         return yield* answer(view)
       })
@@ -100,10 +100,13 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
           return notice === null ? rest : { ...rest, notice }
         }))
       .handle("approve", ({ path }) =>
-        fromItsBrowser(path.id, () =>
-          Effect.flatMap(lazySso(path.id), (sso) =>
-            Effect.map(authorization.approveRequest(path.id, { fidoVerified: false, sso }), (a) =>
-              defined({ code: a.code, redirectUri: a.redirectUri, state: a.state })))))
+        // the browser is checked on the request the approval locks (one read fewer for the person's click, issue 37)
+        Effect.gen(function*() {
+          const http = yield* HttpServerRequest.HttpServerRequest
+          const sso = yield* lazySso(path.id)
+          const a = yield* authorization.approveRequest(path.id, { fidoVerified: false, sso, browser: { cookies: http.cookies } })
+          return defined({ code: a.code, redirectUri: a.redirectUri, state: a.state })
+        }))
       .handle("deny", ({ path }) => fromItsBrowser(path.id, () => Effect.map(authorization.denyRequest(path.id), defined)))
       .handle("passkeyOptions", ({ path }) => passkeys.assertionOptionsForRequest(path.id) as any)
       .handle("passkeyVerify", ({ path, payload }) =>
@@ -162,7 +165,7 @@ export const AuthorizationHttp = HttpApiBuilder.group(Api, "authorization", (han
         }).pipe(Effect.catchAll(unavailable)))
       .handle("approveForm", ({ payload }) =>
         sameSiteForm(fromItsBrowser(payload.req, (view) =>
-          Effect.flatMap(lazySso(payload.req), (sso) => authorization.approveRequest(payload.req, { fidoVerified: false, sso, language: payload.lang })).pipe(
+          Effect.flatMap(lazySso(payload.req), (sso) => authorization.approveRequest(payload.req, { fidoVerified: false, sso, language: payload.lang, browser: "checked" })).pipe(
             Effect.map((a) =>
               a.redirectUri
                 ? seeOther(redirectLocation(a.redirectUri, withIssuer(view, { code: a.code, state: a.state })))

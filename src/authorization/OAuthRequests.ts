@@ -11,7 +11,10 @@ import type { ConsentView } from "./Types.ts"
 export const OAUTH_INTERACTION_COOKIE = "__Host-oauth_ix"
 
 /** whether this browser started the OAuth request (always true for a section-3 request) */
-export const interactionCookieOk = (view: Pick<ConsentView, "oauth" | "interactionCookieHash">, cookies: Record<string, string | undefined>) => {
+/** the refusal of an answer from another browser */
+export const ANSWER_IN_ITS_BROWSER = "This authorization can be answered only in the browser that started it"
+
+export const interactionCookieOk = (view: Pick<ConsentView, "oauth" | "interactionCookieHash">, cookies: Readonly<Record<string, string | undefined>>) => {
   if (view.oauth === null) return true
   const cookie = cookies[OAUTH_INTERACTION_COOKIE]
   return cookie !== undefined && view.interactionCookieHash !== null && sha256Hex(cookie) === view.interactionCookieHash

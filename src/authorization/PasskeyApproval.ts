@@ -11,6 +11,7 @@ export const ApprovalLive = Layer.effect(
   Approval,
   Effect.map(Authorization, (authorization) => ({
     getPendingRequest: (authRequestId) => authorization.getPendingRequest(authRequestId),
-    approveRequest: (authRequestId, options) => authorization.approveRequest(authRequestId, options)
+    // the person's passkey assertion answers; no cookie of the starting browser is asked
+    approveRequest: (authRequestId, options) => authorization.approveRequest(authRequestId, { ...options, browser: "passkey" })
   }))
 )

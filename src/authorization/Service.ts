@@ -21,7 +21,7 @@ import { Credentials } from "../credentials/Service.ts"
 import { Grants, MAX_GRANT_TTL_SECONDS } from "../grants/Service.ts"
 import type { Developer } from "../platform/Auth.ts"
 import {
-  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, type Forbidden, Gone, type InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PolicyDenied,
+  AgentNotFound, AgentSuspended, BadRequest, FidoRequired, Forbidden, Gone, type InvalidGrant, InvalidRedirectUri, InvalidScopes, NotFound, type PolicyDenied,
   type PlanLimitExceeded, type PrincipalInactive, type PrincipalMismatch, type QuotaExceeded
 } from "../platform/Errors.ts"
 import { AuditChain } from "../platform/AuditChain.ts"
@@ -31,6 +31,7 @@ import { Metrics } from "../platform/Metrics.ts"
 import { nowMillis, parseDuration } from "../platform/Time.ts"
 import { type Allowed, Gate } from "../gate/Gate.ts"
 import { DpdpApproval } from "../dpdp/ApprovalConsent.ts"
+import { ANSWER_IN_ITS_BROWSER, interactionCookieOk } from "./OAuthRequests.ts"
 import { agentSuspended, type AuthRequestRecord, makeLookups, REQUEST_COLUMNS, secret } from "./Lookups.ts"
 import { describeScope } from "./Scopes.ts"
 import { ssoBinding, type SsoApproval } from "./SsoBinding.ts"
@@ -228,7 +229,11 @@ export const AuthorizationServiceLive = Layer.effect(
     const approveRequest: AuthorizationService["approveRequest"] = (id, options) =>
       gate.transaction(Effect.gen(function*() {
         const ms = yield* nowMillis
-        const request = yield* pendingOrGone(yield* loadRequest(id, true), ms)
+        const loaded = yield* loadRequest(id, true)
+        if (loaded !== undefined && typeof options.browser === "object" && !interactionCookieOk(loaded, options.browser.cookies)) {
+          return yield* Effect.fail(new Forbidden({ message: ANSWER_IN_ITS_BROWSER }))
+        }
+        const request = yield* pendingOrGone(loaded, ms)
         let sso: { readonly sessionId: string; readonly scopes: ReadonlyArray<string> } | undefined
         // decisions §22.5: an OAuth request's passkey may have been asserted at sign-in, in this browser's flow (the
         // interaction cookie binds it); only the sign-in sets fido_verified_at on a request that is still pending

@@ -97,6 +97,13 @@ export interface AuthorizationService {
       readonly sso: Effect.Effect<SsoApproval | undefined>
       /** the language the person read the notice in (decisions §21), when the page offered a choice */
       readonly language?: string | undefined
+      /**
+       * decisions §22.5: the answering browser's cookies, checked against the locked request's
+       * interaction cookie (an OAuth request is answered only in the browser that started it), or
+       * "checked" when the caller already checked them on the request's view, or "passkey" when the
+       * person's own passkey assertion answers (no cookie of the starting browser is asked)
+       */
+      readonly browser: { readonly cookies: Readonly<Record<string, string | undefined>> } | "checked" | "passkey"
     }
   ) => Effect.Effect<Approval, Gone | NotFound | AgentSuspended | FidoRequired | PrincipalInactive | PrincipalMismatch | Forbidden | PolicyDenied>
   readonly denyRequest: (authRequestId: string) => Effect.Effect<{ redirectUri: string | null; state: string | null }, Gone | NotFound>

@@ -6,7 +6,7 @@
  *
  * `describe` is how SSO, policies and anomalies read the directory (never by joining its tables).
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { PrincipalInactive } from "../platform/Errors.ts"
 import { makeCoalescer } from "../platform/Coalesce.ts"
@@ -33,6 +33,13 @@ export interface DirectoryPrincipalsService {
   readonly findByVerifiedEmail: (developerId: string, email: string) => Effect.Effect<ReadonlyArray<string>>
   /** fails 403 PRINCIPAL_INACTIVE when the principal is inactive (the user's row read FOR SHARE) */
   readonly requireActive: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
+  /**
+   * The gate's share of its one read (decisions §20): the principal's directory rows read FOR SHARE,
+   * as an array of live flags, a fragment the gate selects beside its own columns; `refuseIfInactive`
+   * judges what it read as `requireActive` does.
+   */
+  readonly lockedLiveFlags: (developerId: string, principalId: string) => Statement.Fragment
+  readonly refuseIfInactive: (liveFlags: ReadonlyArray<boolean>) => Effect.Effect<void, PrincipalInactive>
   /** as requireActive, without a lock: for points that make nothing (vault exchange, token verify) */
   readonly requireActiveNow: (developerId: string, principalId: string) => Effect.Effect<void, PrincipalInactive>
   /** For the compliance summary: users in the directory, and those deprovisioned (inactive or deleted). */
@@ -48,11 +55,13 @@ export const DirectoryPrincipalsLive = Layer.effect(
     // FOR SHARE (decisions §20): inside the transaction that makes a grant, a deprovisioning that
     // holds the user's row is waited for and then seen; one that comes later waits for the grant and
     // revokes it. Outside a transaction the lock ends with the statement.
+    const lockedLiveFlags = (developerId: string, principalId: string) =>
+      sql`ARRAY(SELECT active AND deleted_at IS NULL FROM scim_users
+                WHERE developer_id = ${developerId} AND principal_id = ${principalId} FOR SHARE)`
+    const inactiveOf = (liveFlags: ReadonlyArray<boolean>) => liveFlags.length > 0 && !liveFlags.some((live) => live)
     const isInactive = (developerId: string, principalId: string) =>
-      sql<{ live: boolean }>`
-        SELECT active AND deleted_at IS NULL AS live FROM scim_users
-        WHERE developer_id = ${developerId} AND principal_id = ${principalId} FOR SHARE`.pipe(
-        Effect.map((rows) => rows.length > 0 && !rows.some((r) => r.live)),
+      sql<{ liveFlags: Array<boolean> }>`SELECT ${lockedLiveFlags(developerId, principalId)} AS live_flags`.pipe(
+        Effect.map((rows) => inactiveOf(rows[0]?.liveFlags ?? [])),
         Effect.orDie
       )
     // outside a transaction (a token check, a vault exchange: the hottest reads there are), concurrent
@@ -78,6 +87,7 @@ export const DirectoryPrincipalsLive = Layer.effect(
     const refuseInactive = (inactive: boolean) =>
       inactive ? Effect.fail(new PrincipalInactive({ message: "The principal is deactivated in the directory" })) : Effect.void
     const requireActive = (developerId: string, principalId: string) => Effect.flatMap(isInactive(developerId, principalId), refuseInactive)
+    const refuseIfInactive = (liveFlags: ReadonlyArray<boolean>) => refuseInactive(inactiveOf(liveFlags))
     const requireActiveNow = (developerId: string, principalId: string) => Effect.flatMap(inactiveNow({ developerId, principalId }), refuseInactive)
     const describe: DirectoryPrincipalsService["describe"] = (developerId, principalId) =>
       Effect.gen(function*() {
@@ -104,6 +114,6 @@ export const DirectoryPrincipalsLive = Layer.effect(
         Effect.map(([row]) => ({ users: Number(row?.users ?? 0), deprovisioned: Number(row?.deprovisioned ?? 0) })),
         Effect.orDie
       )
-    return { describe, isInactive, requireActive, requireActiveNow, findByVerifiedEmail, counts }
+    return { describe, isInactive, requireActive, lockedLiveFlags, refuseIfInactive, requireActiveNow, findByVerifiedEmail, counts }
   })
 )

@@ -143,21 +143,23 @@ export const GateLive = Layer.effect(
     const entitlements = yield* Entitlements
     const anomalies = yield* AnomalyCore
 
-    /** the agent (locked FOR SHARE: a suspension waits for this transaction, or is seen) and the agents its grant descends from */
-    const agentActive = (developerId: string, agentId: string, grantId: string | undefined) =>
-      sql<{ active: boolean }>`
-        SELECT a.status = 'active' AND a.deleted_at IS NULL
-               AND NOT EXISTS (
-                 SELECT 1 FROM grants g JOIN agents x ON x.id = ANY(g.ancestor_agent_ids || g.agent_id)
-                 WHERE g.id = ${grantId ?? null} AND (x.status <> 'active' OR x.deleted_at IS NOT NULL)) AS active
-        FROM agents a WHERE a.id = ${agentId} AND a.developer_id = ${developerId} FOR SHARE OF a`.pipe(
-        Effect.map((rows) => rows[0]?.active === true),
-        Effect.orDie
-      )
-
-    const developerRow = (developerId: string) =>
-      sql<{ plan: Developer["plan"]; fidoRequired: boolean }>`SELECT plan, fido_required FROM developers WHERE id = ${developerId}`.pipe(
-        Effect.map((rows) => rows[0] ?? { plan: "free" as const, fidoRequired: false }),
+    /**
+     * Steps 1-3's rows in one statement (one round trip where three were, issue 37): the agent
+     * (locked FOR SHARE: a suspension waits for this transaction, or is seen) and the agents its grant
+     * descends from, the principal's directory rows (the directory's own fragment, locked FOR SHARE),
+     * and the developer's plan and passkey requirement.
+     */
+    const standing = (developerId: string, agentId: string, grantId: string | undefined, principalId: string) =>
+      sql<{ agentActive: boolean | null; principalLiveFlags: Array<boolean>; plan: Developer["plan"]; fidoRequired: boolean }>`
+        SELECT (SELECT a.status = 'active' AND a.deleted_at IS NULL
+                       AND NOT EXISTS (
+                         SELECT 1 FROM grants g JOIN agents x ON x.id = ANY(g.ancestor_agent_ids || g.agent_id)
+                         WHERE g.id = ${grantId ?? null} AND (x.status <> 'active' OR x.deleted_at IS NOT NULL))
+                FROM agents a WHERE a.id = ${agentId} AND a.developer_id = ${developerId} FOR SHARE OF a) AS agent_active,
+               ${directory.lockedLiveFlags(developerId, principalId)} AS principal_live_flags,
+               d.plan, d.fido_required
+        FROM developers d WHERE d.id = ${developerId}`.pipe(
+        Effect.map((rows) => rows[0] ?? { agentActive: null, principalLiveFlags: [], plan: "free" as const, fidoRequired: false }),
         Effect.orDie
       )
 
@@ -165,17 +167,18 @@ export const GateLive = Layer.effect(
       Effect.gen(function*() {
         const tx = yield* GateTransaction
         const { developerId, agentId, principalId } = input
+        const rows = yield* standing(developerId, agentId, input.grant?.id, principalId)
         // 1. the agent and its lineage
-        if (!(yield* agentActive(developerId, agentId, input.grant?.id))) {
+        if (rows.agentActive !== true) {
           if (USES_TOKEN.has(point) && input.grant !== undefined) {
             tx.onFailure.push(anomalies.suspendedAgentUse(developerId, agentId, input.grant.id, point))
           }
           return yield* Effect.fail(new AgentSuspended({ message: "Agent is suspended" }))
         }
         // 2. the principal, read under the directory row's lock
-        yield* directory.requireActive(developerId, principalId)
+        yield* directory.refuseIfInactive(rows.principalLiveFlags)
         // 3. the developer's requirements, met by the point's approval
-        const developer = yield* developerRow(developerId)
+        const developer = rows
         const needsApproval = input.approval !== undefined || point === "authorize"
         const requirement: Requirement = needsApproval
           ? { passkey: developer.fidoRequired, sso: yield* policies.ssoEnforced(developerId) }

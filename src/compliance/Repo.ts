@@ -13,9 +13,11 @@ export const PAGE = 1000
  * NDJSON audit pages are built by PostgreSQL, one text per page (see auditNdjsonPage). Their size
  * trades the per-chunk cost of the stream against the size of each transient text: streaming
  * 200,000 entries, the server's RSS grew 4–44 MB at 100 rows and 5–44 MB at 1,000 (GC timing on a
- * loaded 2-core machine dominates), at 40–100k rows/s.
+ * loaded 2-core machine dominates), at 40–100k rows/s. Issue 37, on a quiet machine (100,000
+ * entries, `COMPLIANCE_BENCH_ENTRIES=100000 npm run bench -- compliance`): 250 rows 70–76k rows/s and
+ * 4.8–5.8 µs of the service's CPU a row; 1,000 rows 85–87k and 3.0–3.4 µs (a page's text ~730 KB).
  */
-export const NDJSON_PAGE = 250
+export const NDJSON_PAGE = 1000
 
 export interface AuditFilters {
   readonly agentId?: string | undefined

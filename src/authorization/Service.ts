@@ -70,7 +70,7 @@ export const AuthorizationServiceLive = Layer.effect(
     const dpdp = yield* DpdpApproval
 
     const { loadRequest } = makeLookups(sql)
-    const { exchangeCode, refresh } = makeTokens({ sql, metrics, anomalies, grants, credentials, gate, loadRequest })
+    const { exchangeCode, refresh } = makeTokens({ sql, metrics, anomalies, grants, credentials, gate })
 
     /** the grant, its code and the request's approval, in the caller's (gated) transaction */
     const approveInTransaction = (

@@ -4,7 +4,7 @@
  * revokes the grant. Separate from Service.ts because it is what an agent's backend does after
  * consent, with its own replay rules; the requests and their approval stay there.
  */
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { AnomalyCoreService } from "../anomalies/Core.ts"
@@ -16,7 +16,6 @@ import { sha256Hex } from "../platform/Hash.ts"
 import { newId } from "../platform/Ids.ts"
 import type { MetricsService } from "../platform/Metrics.ts"
 import { nowMillis } from "../platform/Time.ts"
-import type { makeLookups } from "./Lookups.ts"
 import { secret } from "./Lookups.ts"
 import type { AuthorizationService } from "./Types.ts"
 
@@ -33,16 +32,18 @@ export const makeTokens = (deps: {
   readonly grants: GrantsService
   readonly credentials: CredentialsService
   readonly gate: GateService
-} & Pick<ReturnType<typeof makeLookups>, "loadRequest">) => {
-  const { sql, metrics, anomalies, grants, credentials, gate, loadRequest } = deps
+}) => {
+  const { sql, metrics, anomalies, grants, credentials, gate } = deps
 
   /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
-  const issueTokens = (grant: GrantRecord, ms: number, bdg?: number) =>
+  /** `spend`: the UPDATE that uses up what was exchanged (the code, the old refresh token), sent with the new refresh token's insert */
+  const issueTokens = (grant: GrantRecord, ms: number, spend: Statement.Fragment, bdg?: number) =>
     Effect.gen(function*() {
       const expiresAt = new Date(Math.min(grant.expiresAt.getTime(), ms + ACCESS_TOKEN_TTL_MS))
       const token = yield* grants.issueToken(grant, { expiresAt, ...(bdg !== undefined ? { bdg } : {}) })
       const refreshToken = `rt_${secret()}`
-      yield* sql`INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
+      yield* sql`WITH spent AS (${spend})
+                 INSERT INTO refresh_tokens (id, token_hash, grant_id, developer_id, agent_id, created_at, expires_at)
                  VALUES (${newId("ref", ms)}, ${sha256Hex(refreshToken)}, ${grant.id}, ${grant.developerId}, ${grant.agentId},
                          ${new Date(ms)}, ${grant.expiresAt})`
       return {
@@ -54,13 +55,12 @@ export const makeTokens = (deps: {
       }
     }).pipe(Effect.orDie)
 
+  // (the table is migration 0006's: no need to ask whether it exists on every refresh)
   const remainingBudget = (grantId: string) =>
-    Effect.gen(function*() {
-      const [exists] = yield* sql<{ table: string | null }>`SELECT to_regclass('budget_allocations')::text AS table`
-      if (!exists?.table) return undefined
-      const rows = yield* sql<{ remainingBudget: string }>`SELECT remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`
-      return rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)
-    }).pipe(Effect.orDie)
+    sql<{ remainingBudget: string }>`SELECT remaining_budget FROM budget_allocations WHERE grant_id = ${grantId}`.pipe(
+      Effect.map((rows) => rows[0] === undefined ? undefined : Number(rows[0].remainingBudget)),
+      Effect.orDie
+    )
 
   /** after the revoking transaction committed: a replay is what an operator must see (someone else may hold the secret) */
   const reportReplay = (developerId: string, replay: { kind: string; grantId: string; agentId: string; revoked: number }) => {
@@ -83,9 +83,14 @@ export const makeTokens = (deps: {
       const outcome = yield* gate.transaction(Effect.gen(function*() {
         const ms = yield* nowMillis
         // decisions §22.5: an OAuth code is redeemed only at its issuer's token endpoint
-        const rows = yield* sql<{ authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null }>`
-          SELECT auth_request_id, grant_id, developer_id, agent_id, expires_at, used_at FROM auth_codes
-          WHERE code_hash = ${sha256Hex(input.code)} AND NOT oauth FOR UPDATE`
+        // the code (locked) with what its request adds to the exchange, in one read
+        const rows = yield* sql<{
+          authRequestId: string; grantId: string; developerId: string; agentId: string; expiresAt: Date; usedAt: Date | null
+          codeChallenge: string | null; fidoVerifiedAt: Date | null
+        }>`
+          SELECT c.auth_request_id, c.grant_id, c.developer_id, c.agent_id, c.expires_at, c.used_at, r.code_challenge, r.fido_verified_at
+          FROM auth_codes c JOIN auth_requests r ON r.id = c.auth_request_id
+          WHERE c.code_hash = ${sha256Hex(input.code)} AND NOT c.oauth FOR UPDATE OF c`
         const code = rows[0]
         if (code === undefined || code.developerId !== developer.id) return { error: "Unknown authorization code" } as const
         if (code.usedAt !== null) {
@@ -96,7 +101,7 @@ export const makeTokens = (deps: {
         }
         if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
         if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
-        const request = (yield* loadRequest(code.authRequestId))!
+        const request = code
         if (request.codeChallenge !== null) {
           if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
           const expected = Buffer.from(request.codeChallenge)
@@ -116,8 +121,7 @@ export const makeTokens = (deps: {
           developerId: developer.id, agentId: grant.agentId, principalId: grant.principalId, scopes: grant.scopes,
           grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }, meter: "token_exchanges"
         })
-        yield* sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`
-        const tokens = yield* issueTokens(grant, ms)
+        const tokens = yield* issueTokens(grant, ms, sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`)
         // decisions §18: issued in the token's transaction; a failure issues nothing
         const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
         return { tokens: { ...tokens, ...issued } } as const
@@ -157,9 +161,8 @@ export const makeTokens = (deps: {
           developerId: developer.id, agentId: grant.agentId, principalId: grant.principalId, scopes: grant.scopes,
           grant: { id: grant.id, delegationDepth: grant.delegationDepth, parentGrantId: grant.parentGrantId }
         }).pipe(Effect.catchTag("PolicyDenied", (denied) => Effect.fail(invalidGrant(denied.message))))
-        yield* sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`
         const bdg = yield* remainingBudget(grant.id)
-        return { tokens: yield* issueTokens(grant, ms, bdg) } as const
+        return { tokens: yield* issueTokens(grant, ms, sql`UPDATE refresh_tokens SET used_at = ${new Date(ms)} WHERE id = ${token.id}`, bdg) } as const
       }).pipe(Effect.catchTag("SqlError", Effect.die)))
       if ("replay" in outcome && outcome.replay !== undefined) yield* reportReplay(developer.id, outcome.replay)
       if ("error" in outcome) return yield* Effect.fail(invalidGrant(outcome.error!))

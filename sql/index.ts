@@ -94,6 +94,8 @@ import m0051 from "./0051_console_sessions.sql" with { type: "text" }
 import m0052 from "./0052_oauth_cimd.sql" with { type: "text" }
 // @ts-ignore text import
 import m0054 from "./0054_registration_flood.sql" with { type: "text" }
+// @ts-ignore text import
+import m0055 from "./0055_audit_head_prev.sql" with { type: "text" }
 
 export const migrations: Record<string, string> = {
   "0001_platform": m0001,
@@ -141,5 +143,6 @@ export const migrations: Record<string, string> = {
   "0050_event_stream": m0050,
   "0051_console_sessions": m0051,
   "0052_oauth_cimd": m0052,
-  "0054_registration_flood": m0054
+  "0054_registration_flood": m0054,
+  "0055_audit_head_prev": m0055
 }

@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { type AuditEntry, checkEntry, entryHashV2, newPiiSalt, piiDigests } from "./AuditHash.ts"
+import { type AuditEntry, checkEntry, entryHashV2, entryV2HashParts, newPiiSalt, piiDigests } from "./AuditHash.ts"
 import { newId } from "./Ids.ts"
 import { nowMillis } from "./Time.ts"
 
@@ -93,6 +93,27 @@ export interface EntryColumns {
   readonly metadataDigest: Array<string>
 }
 
+/** An entry's own fields, all but its place in the chain; hash version 2 (decisions §21): salted digests of the principal and metadata */
+const entryFields = (developerId: string, input: AppendInput, ms: number, timestamp = new Date(ms).toISOString()) => {
+  const principalId = input.principalId ?? null
+  const metadata = input.metadata ?? {}
+  const piiSalt = newPiiSalt()
+  return {
+    id: newId("alog", ms),
+    agentId: input.agentId ?? null,
+    agentDid: input.agentDid ?? null,
+    grantId: input.grantId ?? null,
+    principalId,
+    developerId,
+    action: input.action,
+    metadata,
+    timestamp,
+    status: input.status ?? "success",
+    piiSalt,
+    ...piiDigests(piiSalt, principalId, metadata)
+  }
+}
+
 /**
  * Chains one developer's new entries onto the head (seq, hash) they are appended to: ids, seqs,
  * hashes, and the columns to insert. Pure, so a writer can chain before it knows whether the
@@ -111,22 +132,9 @@ export const chainEntries = (
     status: [], prevHash: [], hash: [], piiSalt: [], principalDigest: [], metadataDigest: [] }
   const entries: Array<AuditEntry> = []
   for (const input of inputs) {
-    const entry = {
-      id: newId("alog", ms),
-      agentId: input.agentId ?? null,
-      agentDid: input.agentDid ?? null,
-      grantId: input.grantId ?? null,
-      principalId: input.principalId ?? null,
-      developerId,
-      action: input.action,
-      metadata: input.metadata ?? {},
-      timestamp,
-      prevHash,
-      status: input.status ?? "success"
-    }
-    // hash version 2 (decisions §21): salted digests of the principal and metadata in the hash
-    const piiSalt = newPiiSalt()
-    const digests = piiDigests(piiSalt, entry.principalId, entry.metadata)
+    const { piiSalt, principalDigest, metadataDigest, ...fields } = entryFields(developerId, input, ms, timestamp)
+    const entry = { ...fields, prevHash }
+    const digests = { principalDigest, metadataDigest }
     const hash = entryHashV2({ ...entry, ...digests })
     seq++
     cols.piiSalt.push(piiSalt); cols.principalDigest.push(digests.principalDigest); cols.metadataDigest.push(digests.metadataDigest)
@@ -216,11 +224,35 @@ export const AuditChainLive = Layer.effect(
         return inputs.map((i) => out.get(i)!)
       })).pipe(Effect.orDie)
 
-    // One entry is a batch of one: the caller's transaction joined (no savepoint), and the entry and
-    // the new head written in one statement, so the developer's head is held for the fewest round
-    // trips before the commit (every other append of that developer waits on it: issue 27, the
-    // credential issuance measured 5 of 10 connections waiting on the head)
-    const append = (input: AppendInput) => Effect.map(appendMany([input]), (entries) => entries[0]!)
+    // One entry in one statement (issue 37): the head's UPDATE locks it, chains the next hash in SQL
+    // from the hash it replaces (entryV2HashParts: the same bytes entryHashV2 hashes) and hands seq,
+    // previous and new hash to the entry's INSERT. The developer's head is then held from this
+    // statement to the commit, one round trip fewer than the lock-then-write of appendMany (every
+    // other append of that developer waits on it: issue 27, the credential issuance measured 5 of
+    // 10 connections waiting on the head). A developer without a head yet takes appendMany's path.
+    const append = (input: AppendInput) =>
+      Effect.gen(function*() {
+        const ms = yield* nowMillis
+        const fields = entryFields(input.developerId, input, ms)
+        const { before, after } = entryV2HashParts(fields)
+        const [row] = yield* sql.unsafe<{ seq: string; prevHash: string | null; hash: string }>(
+          `WITH head AS (
+             UPDATE audit_heads h SET seq = h.seq + 1, prev_hash = h.hash,
+                    hash = encode(sha256(convert_to($15 || COALESCE('"' || h.hash || '"', 'null') || $16, 'UTF8')), 'hex')
+             WHERE h.developer_id = $1 RETURNING h.seq, h.prev_hash, h.hash
+           )
+           INSERT INTO audit_log (id, developer_id, seq, agent_id, agent_did, grant_id, principal_id, action, metadata,
+                                  status, timestamp, prev_hash, hash, created_at, hash_version, pii_salt, principal_digest, metadata_digest)
+           SELECT $4, $1, head.seq, $5, $6, $7, $8, $9, $10::jsonb, $11, $2, head.prev_hash, head.hash, $3, 2, $12, $13, $14 FROM head
+           RETURNING seq, prev_hash, hash`,
+          [input.developerId, fields.timestamp, new Date(ms), fields.id, fields.agentId, fields.agentDid, fields.grantId, fields.principalId,
+            fields.action, JSON.stringify(fields.metadata), fields.status, fields.piiSalt, fields.principalDigest, fields.metadataDigest,
+            before, after] as any
+        )
+        if (row === undefined) return (yield* appendMany([input]))[0]!
+        const { id: entryId, piiSalt, principalDigest, metadataDigest, ...rest } = fields
+        return { entryId, ...rest, prevHash: row.prevHash, hash: row.hash, hashVersion: 2, piiSalt, principalDigest, metadataDigest, erased: false }
+      }).pipe(Effect.orDie)
 
     const verify = (developerId: string) =>
       Effect.gen(function*() {

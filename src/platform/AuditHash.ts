@@ -103,13 +103,32 @@ export interface EntryV2Fields {
   readonly status: string
 }
 
-/** hash version 2: SHA-256 of the canonical JSON of the entry with digests in place of principal and metadata */
-export const entryHashV2 = (e: EntryV2Fields): string =>
-  sha256(canonicalJson({
+/** stands in for prevHash's value while the canonical text is split around it */
+const PREV_HASH_MARKER = "\u0000prev"
+const PREV_HASH_KEY = `"prevHash":`
+
+/**
+ * Hash version 2's canonical text split around prevHash's value: the hash is SHA-256 hex of
+ * before ‖ JSON(prevHash) ‖ after. The chain's one-statement append (AuditChain.ts) hashes these
+ * parts in PostgreSQL around the head it locks; entryHashV2 hashes the same bytes here. The key and
+ * marker are found together: a string value cannot hold an unescaped quote, so the pair is unique.
+ */
+export const entryV2HashParts = (e: Omit<EntryV2Fields, "prevHash">): { readonly before: string; readonly after: string } => {
+  const text = canonicalJson({
     id: e.id, agentId: e.agentId, agentDid: e.agentDid, grantId: e.grantId, principalDigest: e.principalDigest,
     developerId: e.developerId, action: e.action, metadataDigest: e.metadataDigest, timestamp: e.timestamp,
-    prevHash: e.prevHash, status: e.status, hashVersion: 2
-  }))
+    prevHash: PREV_HASH_MARKER, status: e.status, hashVersion: 2
+  })
+  const needle = PREV_HASH_KEY + json(PREV_HASH_MARKER)
+  const at = text.indexOf(needle) + PREV_HASH_KEY.length
+  return { before: text.slice(0, at), after: text.slice(at + needle.length - PREV_HASH_KEY.length) }
+}
+
+/** hash version 2: SHA-256 of the canonical JSON of the entry with digests in place of principal and metadata */
+export const entryHashV2 = (e: EntryV2Fields): string => {
+  const { before, after } = entryV2HashParts(e)
+  return sha256(before + json(e.prevHash) + after)
+}
 
 /**
  * What one entry's own fields prove (the chain's links are the caller's): `ok` when its hash holds;

@@ -332,12 +332,13 @@ export const makeGate = (api: HttpApi.HttpApi.Any) => {
         ? yield* admission.admit(route, input, state)
         : yield* Effect.flatMap(Effect.promise(() => decided), (verdict) => verdict === UNDECIDED ? admission!.admit(route, input, state) : Effect.succeed(verdict))
       if (refusal !== undefined) return refusal
-      // a POST with an API key and an Idempotency-Key runs at most once per developer and key (decisions §2)
+      // a POST with an API key and an Idempotency-Key runs at most once per developer and key (decisions §2),
+      // one sent without a body too (a key rotation, a bundle's revocation): the server pre-reads every
+      // body it is sent, so no pre-read body on a POST is the empty body
       const key = request.headers["idempotency-key"]
-      const body = key === undefined ? Option.none() : preRead
-      const served = key !== undefined && request.method === "POST" && route?.apiKey === true && state.developer !== undefined &&
-          Option.isSome(body) && body.value._tag === "Text"
-        ? idempotent({ developerId: state.developer.id, key, method: request.method, path: request.url, body: body.value.text }, requestId, app)
+      const bodyText = key === undefined ? undefined : Option.isNone(preRead) ? "" : preRead.value._tag === "Text" ? preRead.value.text : undefined
+      const served = key !== undefined && request.method === "POST" && route?.apiKey === true && state.developer !== undefined && bodyText !== undefined
+        ? idempotent({ developerId: state.developer.id, key, method: request.method, path: request.url, body: bodyText }, requestId, app)
         : app
       if (gate !== undefined) return yield* served
       yield* HttpApp.appendPreResponseHandler((_request, response) =>

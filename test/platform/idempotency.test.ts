@@ -39,6 +39,24 @@ describe("Idempotency-Key", () => {
     expect(await agents(other.developerId)).toBe(1)
   })
 
+  test("a POST sent without a body honours it too: a retried secret rotation answers the first new secret and rotates once", async () => {
+    const dev = await app.signup()
+    const hook = (await post(dev.apiKey, "/v1/webhooks", { url: "https://hooks.example.com/in", events: ["grant.created"] })).body
+    const rotate = () => app.request("POST", `/v1/webhooks/${hook.id}/rotate-secret`, { apiKey: dev.apiKey, headers: { "idempotency-key": "rotate-1" } })
+    const first = await rotate()
+    const again = await rotate()
+    expect(first.status).toBe(200)
+    expect([again.status, again.body.secret, again.headers.get("idempotent-replayed")]).toEqual([200, first.body.secret, "true"])
+    // one rotation: the secret before it is the previous one, not the first rotation's
+    const [row] = await app.query<{ previous: string | null }>("SELECT previous_secret_ciphertext AS previous FROM webhook_endpoints WHERE id = $1", [hook.id])
+    expect(row!.previous).not.toBeNull()
+    // (kept as done; "committed" is marked by transactions, and this rotation is one statement outside one)
+    expect((await stored(dev.developerId, "rotate-1")).map((r) => r.status)).toEqual(["done"])
+    // a different body under the same key is another request
+    const withBody = await app.request("POST", `/v1/webhooks/${hook.id}/rotate-secret`, { apiKey: dev.apiKey, body: {}, headers: { "idempotency-key": "rotate-1" } })
+    expect([withBody.status, withBody.body.code]).toEqual([422, "IDEMPOTENCY_KEY_REUSED"])
+  })
+
   test("the same key with another body: 422 IDEMPOTENCY_KEY_REUSED; a malformed key: 400", async () => {
     const dev = await app.signup()
     await post(dev.apiKey, "/v1/agents", { name: "a", scopes: ["email:read"] }, "k-2")

@@ -93,7 +93,9 @@ export const describeApi = <Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
       if (doc?.response !== undefined) for (const content of Object.values<any>(success?.content ?? {})) content.example = doc.response
     }
   }
-  const limited = new Set(compileRoutes(api).filter((r) => !r.policy.exempt).map((r) => operationKey(r.method, r.path)))
-  documentHeaders(spec, limited, operationKey)
+  const routes = compileRoutes(api)
+  const limited = new Set(routes.filter((r) => !r.policy.exempt).map((r) => operationKey(r.method, r.path)))
+  const keyed = new Set(routes.filter((r) => r.apiKey).map((r) => operationKey(r.method, r.path)))
+  documentHeaders(spec, limited, keyed, operationKey)
   return tidyDocument(spec, [{ url: "/", description: "the service that serves this document (its /openapi.json names its own address)" }])
 }

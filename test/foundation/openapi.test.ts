@@ -150,6 +150,19 @@ describe("the document", () => {
         // (a principal session draws on no developer budget: decisions §12)
         if (!path.startsWith("/v1/principal/")) expect({ where, codes: codes.get(429) }).toEqual({ where, codes: expect.arrayContaining(["RATE_LIMIT_EXCEEDED"]) })
         expect({ where, codes: codes.get(503) }).toEqual({ where, codes: expect.arrayContaining(["DATABASE_UNAVAILABLE"]) })
+        // decisions §2: a POST with an API key takes an Idempotency-Key; its replay and refusals are declared
+        if (method === "post") {
+          const success = Object.entries<any>(op.responses).find(([status]) => Number(status) < 300)![1]
+          expect({
+            where,
+            parameter: (op.parameters ?? []).some((p: any) => p.name === "Idempotency-Key" && p.in === "header"),
+            replayed: success.headers?.["Idempotent-Replayed"] !== undefined,
+            refusals: [codes.get(409), codes.get(422)]
+          }).toEqual({
+            where, parameter: true, replayed: true,
+            refusals: [expect.arrayContaining(["IDEMPOTENCY_KEY_IN_USE"]), expect.arrayContaining(["IDEMPOTENCY_KEY_REUSED"])]
+          })
+        }
       }
       if (op.requestBody !== undefined && !path.startsWith("/consent/") && !path.startsWith("/permissions/")) {
         expect({ where, codes: codes.get(415) }).toEqual({ where, codes: ["UNSUPPORTED_MEDIA_TYPE"] })
@@ -351,6 +364,12 @@ describe("the document explains itself (issue 17 item 2)", () => {
 })
 
 describe("answers are among the declared codes", () => {
+  test("an Idempotency-Key reused with another body: 422 IDEMPOTENCY_KEY_REUSED, as declared", async () => {
+    const send = (name: string) => app.request("POST", "/v1/agents", { apiKey: dev.apiKey, body: { name, scopes: ["email:read"] }, headers: { "idempotency-key": "openapi-reuse" } })
+    expect((await send("first")).status).toBe(201)
+    expectDeclared("POST", "/v1/agents", await send("second"))
+  })
+
   test("a sample of real failures, one per kind", async () => {
     const { apiKey } = dev
     const agentId = await createAgent(app, dev.developerId, ["email:read"])

@@ -268,19 +268,36 @@ export const filterProblem = (c: Condition): string | undefined => {
   return undefined
 }
 
+/**
+ * A custom rule on sliding windows (decisions §14, revised), as AD-001: every counted event of the
+ * look-back ends one window of the rule's length, so a burst that straddles two passes is seen by
+ * the second in full; the newest window at or above the threshold is the finding, its last event the
+ * evidence (a pass over the same rows finds the same evidence and counts nothing).
+ */
 export const customRule = (ctx: PassContext, rule: EffectiveRule): Effect.Effect<ReadonlyArray<Finding>, unknown> => {
   const c = rule.condition
   const source = c === null ? undefined : SOURCES[c.event]
   if (c === null || source === undefined || c.groupBy === "ip") return Effect.succeed([])
   const key = c.groupBy === "agent" ? "agent_id" : "principal_id"
+  const windowMs = WINDOWS[c.window] * 1000
+  // windows ending in the last hour (longer than any pass interval in use), or the last window for a
+  // longer rule: a 24 h rule reads two days of its events, not four
+  const since = ago(ctx.now, Math.max(HOUR, windowMs))
   return Effect.map(
     ctx.repo.q<{ key: string; n: number; last: Date }>(
-      `SELECT ${key} AS key, count(*)::int AS n, max(created_at) AS last FROM (${source.from}) e
-       WHERE ${key} IS NOT NULL AND ($3::text IS NULL OR agent_id = $3) AND ($4::text[] IS NULL OR scopes && $4::text[])
-         AND ($5::text IS NULL OR status = $5)
-       GROUP BY ${key} HAVING count(*) >= $6`,
-      [ctx.developerId, ago(ctx.now, WINDOWS[c.window] * 1000), c.filter?.agentId ?? null,
-        c.filter?.scopesAny === undefined ? null : [...c.filter.scopesAny], c.filter?.status ?? null, c.threshold]
+      `WITH counted AS (
+         SELECT ${key} AS key, created_at,
+                count(*) OVER (PARTITION BY ${key} ORDER BY created_at
+                               RANGE BETWEEN ($8 * interval '1 millisecond' - interval '1 microsecond') PRECEDING AND CURRENT ROW)::int AS n
+         FROM (${source.from}) e
+         WHERE ${key} IS NOT NULL AND ($3::text IS NULL OR agent_id = $3) AND ($4::text[] IS NULL OR scopes && $4::text[])
+           AND ($5::text IS NULL OR status = $5) AND created_at <= $9
+       )
+       SELECT DISTINCT ON (key) key, n, created_at AS last FROM counted
+       WHERE created_at > $7 AND n >= $6
+       ORDER BY key, created_at DESC`,
+      [ctx.developerId, new Date(since.getTime() - windowMs), c.filter?.agentId ?? null,
+        c.filter?.scopesAny === undefined ? null : [...c.filter.scopesAny], c.filter?.status ?? null, c.threshold, since, windowMs, ctx.now]
     ),
     (rows) => rows.map((r) => ({
       subject: r.key, agentId: c.groupBy === "agent" ? r.key : null, principalId: c.groupBy === "principal" ? r.key : null,

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
-import { alerts, bundleRow, clockNow, detect, ENV, grant, grantWithToken, ruleAlerts, settings, START, type Tenant, tenant } from "./support.ts"
+import { alerts, auditRows, bundleRow, clockNow, detect, ENV, grant, grantWithToken, ruleAlerts, settings, START, type Tenant, tenant } from "./support.ts"
 
 let app: TestApp
 beforeAll(async () => {
@@ -55,6 +55,29 @@ describe("AD-001 velocity spike", () => {
     await app.adjust("5 minutes")
     await detect(app, t)
     expect(await ruleAlerts(app, t, "AD-001")).toMatchObject([{ occurrences: 1 }])
+  })
+
+  test("a custom rule's burst that straddles two passes is seen (sliding window), once; a near miss raises nothing", async () => {
+    const t = await tenant(app)
+    const condition = { event: "audit.logged", filter: { status: "failure" }, window: "5m", threshold: 6, groupBy: "agent" }
+    expect((await app.request("POST", "/v1/anomaly/rules", { apiKey: t.apiKey, body: { ruleId: "failing", name: "Failing", condition } })).status).toBe(201)
+    const now = await clockNow(app)
+    // 3 failures 2 minutes before a pass and 3 at the pass: 6 within 5 minutes
+    await auditRows(app, t, 3, now - 2 * 60_000, "failure")
+    await auditRows(app, t, 3, now, "failure")
+    // a fixed window ending at the next pass, 4 minutes on, would hold only the last 3
+    await app.adjust("4 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "failing")).toMatchObject([{ agentId: t.agentId, occurrences: 1, context: { count: 6, window: "5m" } }])
+    await app.adjust("5 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "failing")).toMatchObject([{ occurrences: 1 }])
+    // another agent's 6 failures spread over 6 minutes: no 5 minutes hold 6
+    const other = await createAgent(app, t.developerId, ["email:read"])
+    const later = await clockNow(app)
+    for (let i = 0; i < 6; i++) await auditRows(app, t, 1, later - (5 - i) * 61_000, "failure", other)
+    await detect(app, t)
+    expect((await ruleAlerts(app, t, "failing")).filter((a: any) => a.agentId === other)).toEqual([])
   })
 
   test("near miss: 20 grants in 5 minutes raise nothing", async () => {

@@ -146,18 +146,26 @@ const delegationDepth: Detector = ({ repo, developerId, now, maxDelegationDepth 
         { grantId: r.id, delegationDepth: r.delegationDepth, previousMaximum: r.prior, maximum: maxDelegationDepth }, r.createdAt))
   )
 
+/** AD-007 on sliding windows (decisions §14, revised): each spend ends one window; the newest window at the threshold is the finding */
 const budgetCliff: Detector = ({ repo, developerId, now }, rule) => {
   const windowMs = (rule.threshold.windowMinutes ?? 60) * MINUTE
   const percent = rule.threshold.percent ?? 90
+  const since = ago(now, Math.max(HOUR, windowMs))
   return Effect.map(
     repo.q<{ allocationId: string; grantId: string; agentId: string; principalId: string; spent: string; initial: string; last: Date }>(
-      `SELECT t.allocation_id, a.grant_id, g.agent_id, g.principal_id, sum(t.amount)::text AS spent, a.initial_budget::text AS initial,
-              max(t.created_at) AS last
-       FROM budget_transactions t JOIN budget_allocations a ON a.id = t.allocation_id JOIN grants g ON g.id = a.grant_id
-       WHERE t.developer_id = $1 AND t.created_at > $2
-       GROUP BY t.allocation_id, a.grant_id, g.agent_id, g.principal_id, a.initial_budget
-       HAVING sum(t.amount) * 100 >= a.initial_budget * $3`,
-      [developerId, ago(now, windowMs), percent]
+      `WITH spent AS (
+         SELECT t.allocation_id, t.created_at,
+                sum(t.amount) OVER (PARTITION BY t.allocation_id ORDER BY t.created_at
+                                    RANGE BETWEEN ($4 * interval '1 millisecond' - interval '1 microsecond') PRECEDING AND CURRENT ROW) AS spent
+         FROM budget_transactions t
+         WHERE t.developer_id = $1 AND t.created_at > $2::timestamptz - $4 * interval '1 millisecond' AND t.created_at <= $5
+       )
+       SELECT DISTINCT ON (s.allocation_id) s.allocation_id, a.grant_id, g.agent_id, g.principal_id, s.spent::text AS spent,
+              a.initial_budget::text AS initial, s.created_at AS last
+       FROM spent s JOIN budget_allocations a ON a.id = s.allocation_id JOIN grants g ON g.id = a.grant_id
+       WHERE s.created_at > $2 AND s.spent * 100 >= a.initial_budget * $3
+       ORDER BY s.allocation_id, s.created_at DESC`,
+      [developerId, since, percent, windowMs, now]
     ),
     (rows) => rows.map((r) => ({
       subject: r.allocationId, agentId: r.agentId, principalId: r.principalId,

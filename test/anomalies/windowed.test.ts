@@ -190,6 +190,23 @@ describe("AD-007 budget cliff", () => {
     await detect(app, t)
     expect(await ruleAlerts(app, t, "AD-007")).toMatchObject([{ severity: "high", agentId: t.agentId, occurrences: 1, context: { allocationId: id, spent: 90, initialBudget: 100 } }])
   })
+
+  test("spending that straddles two passes is seen by the second (sliding window), once", async () => {
+    const t = await tenant(app)
+    const g = await grant(app, t)
+    const id = await allocation(t, g.id)
+    const ms = await clockNow(app)
+    // 60 spent 40 minutes before a pass, 30 at it: 90 within an hour
+    await spend(t, id, g.id, 60, ms - 40 * 60_000)
+    await spend(t, id, g.id, 30, ms)
+    // the next pass 30 minutes on: a fixed hour ending there holds only the 30
+    await app.adjust("30 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "AD-007")).toMatchObject([{ occurrences: 1, context: { allocationId: id, spent: 90 } }])
+    await app.adjust("5 minutes")
+    await detect(app, t)
+    expect(await ruleAlerts(app, t, "AD-007")).toMatchObject([{ occurrences: 1 }])
+  })
 })
 
 describe("AD-010 stale bundle", () => {

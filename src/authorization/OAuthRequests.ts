@@ -10,10 +10,10 @@ import type { ConsentView } from "./Types.ts"
 /** HttpOnly, Secure, SameSite=Lax, 10 minutes; `__Host-`: no other host can set it */
 export const OAUTH_INTERACTION_COOKIE = "__Host-oauth_ix"
 
-/** whether this browser started the OAuth request (always true for a section-3 request) */
 /** the refusal of an answer from another browser */
 export const ANSWER_IN_ITS_BROWSER = "This authorization can be answered only in the browser that started it"
 
+/** whether this browser started the OAuth request (always true for a section-3 request) */
 export const interactionCookieOk = (view: Pick<ConsentView, "oauth" | "interactionCookieHash">, cookies: Readonly<Record<string, string | undefined>>) => {
   if (view.oauth === null) return true
   const cookie = cookies[OAUTH_INTERACTION_COOKIE]

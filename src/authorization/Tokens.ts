@@ -35,8 +35,11 @@ export const makeTokens = (deps: {
 }) => {
   const { sql, metrics, anomalies, grants, credentials, gate } = deps
 
-  /** issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token */
-  /** `spend`: the UPDATE that uses up what was exchanged (the code, the old refresh token), sent with the new refresh token's insert */
+  /**
+   * issues a grant token (≤ 1 h, never past the grant) and a fresh refresh token; `spend` is the
+   * UPDATE that uses up what was exchanged (the code, the old refresh token), sent with the new
+   * refresh token's insert (one round trip fewer)
+   */
   const issueTokens = (grant: GrantRecord, ms: number, spend: Statement.Fragment, bdg?: number) =>
     Effect.gen(function*() {
       const expiresAt = new Date(Math.min(grant.expiresAt.getTime(), ms + ACCESS_TOKEN_TTL_MS))
@@ -101,10 +104,9 @@ export const makeTokens = (deps: {
         }
         if (code.expiresAt.getTime() <= ms) return { error: "Authorization code expired" } as const
         if (code.agentId !== input.agentId) return { error: "Authorization code was issued to another agent" } as const
-        const request = code
-        if (request.codeChallenge !== null) {
+        if (code.codeChallenge !== null) {
           if (input.codeVerifier === undefined) return { error: "codeVerifier is required" } as const
-          const expected = Buffer.from(request.codeChallenge)
+          const expected = Buffer.from(code.codeChallenge)
           const given = Buffer.from(createHash("sha256").update(input.codeVerifier).digest("base64url"))
           if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
             return { error: "codeVerifier does not match the code challenge" } as const
@@ -123,7 +125,7 @@ export const makeTokens = (deps: {
         })
         const tokens = yield* issueTokens(grant, ms, sql`UPDATE auth_codes SET used_at = ${new Date(ms)} WHERE code_hash = ${sha256Hex(input.code)}`)
         // decisions §18: issued in the token's transaction; a failure issues nothing
-        const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: request.fidoVerifiedAt })
+        const issued = yield* credentials.issueFor(grant, { ...wanted, fidoVerifiedAt: code.fidoVerifiedAt })
         return { tokens: { ...tokens, ...issued } } as const
       }).pipe(Effect.catchTag("SqlError", Effect.die))).pipe(
         Effect.catchTag("GrantNoLongerActive", () => Effect.succeed({ error: "The grant is no longer active" } as const))

@@ -5,10 +5,10 @@
  *   { id, agentId, agentDid, grantId, principalId, developerId, action, metadata, timestamp, prevHash, status }
  * with prevHash null for the first entry.
  *
- * `append` runs in the caller's transaction and first locks the developer's chain head row
- * (INSERT … ON CONFLICT DO UPDATE … RETURNING takes the row lock), so concurrent writers on any
- * number of instances append one after another: the chain never forks, and an entry commits or
- * rolls back with the change it records.
+ * `append` runs in the caller's transaction and locks the developer's chain head row (its UPDATE,
+ * or for a developer's first entry INSERT … ON CONFLICT DO UPDATE … RETURNING, takes the row lock),
+ * so concurrent writers on any number of instances append one after another: the chain never forks,
+ * and an entry commits or rolls back with the change it records.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"

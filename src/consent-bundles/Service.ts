@@ -20,7 +20,7 @@ import {
 import { Events } from "../platform/Events.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys, type PublicJwk } from "../platform/Keys.ts"
-import { makeDirectRead } from "../platform/PgPool.ts"
+import { makeDirectRead, makeDirectReadNow } from "../platform/PgPool.ts"
 import { decodeCursor, encodeCursor } from "../platform/Pagination.ts"
 import { nowMillis } from "../platform/Time.ts"
 import { consentRequired, consumeApproval } from "./Consent.ts"
@@ -125,14 +125,38 @@ export interface ConsentBundlesService {
   >
   readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, BundleNotFound>
   readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, BundleNotFound | AlreadyRevoked>
-  readonly revocationStatus: (developerId: string, id: string) => Effect.Effect<
-    { bundleId: string; status: "active" | "revoked"; revokedAt: string | null },
-    BundleNotFound
-  >
+  readonly revocationStatus: (developerId: string, id: string) => Effect.Effect<RevocationStatus, BundleNotFound>
+  /** the same read as a promise, for the lean path's fiberless answer: undefined when the bundle is not the developer's */
+  readonly revocationStatusNow: (developerId: string, id: string) => Promise<RevocationStatus | undefined>
   readonly refresh: (developerId: string, id: string) => Effect.Effect<
     BundleResponse,
     BundleNotFound | BundleRevoked | BundleExpired | AgentSuspended | PrincipalInactive | PolicyDenied
   >
+}
+
+export interface RevocationStatus {
+  readonly bundleId: string
+  readonly status: "active" | "revoked"
+  readonly revokedAt: string | null
+}
+
+/** a bundle is revoked when it or its grant is (revoking the grant elsewhere revokes the bundle's use) */
+const REVOCATION_STATUS_SQL = `SELECT b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
+  FROM consent_bundles b JOIN grants g ON g.id = b.grant_id
+  WHERE b.id = $1 AND b.developer_id = $2`
+
+interface RevocationRow {
+  readonly status: string
+  readonly revokedAt: Date | null
+  readonly grantStatus: string
+  readonly grantRevokedAt: Date | null
+}
+
+const revocationStatusOf = (id: string, row: RevocationRow): RevocationStatus => {
+  const revokedAt = row.revokedAt ?? (row.grantStatus === "revoked" ? row.grantRevokedAt : null)
+  return revokedAt === null
+    ? { bundleId: id, status: "active", revokedAt: null }
+    : { bundleId: id, status: "revoked", revokedAt: revokedAt.toISOString() }
 }
 
 export class ConsentBundles extends Context.Tag("agent-auth/ConsentBundles")<ConsentBundles, ConsentBundlesService>() {}
@@ -151,6 +175,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
     const notFound = () => new BundleNotFound({ message: "Consent bundle not found" })
     // the light reads (a bundle, its revocation status) go straight through the pool (PgPool.ts)
     const read = yield* makeDirectRead
+    const readNow = yield* makeDirectReadNow
 
     const find = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BundleRecord>(
@@ -300,19 +325,13 @@ export const ConsentBundlesServiceLive = Layer.effect(
 
     const revocationStatus: ConsentBundlesService["revocationStatus"] = (developerId, id) =>
       Effect.gen(function*() {
-        const rows = yield* read<{ status: string; revokedAt: Date | null; grantStatus: string; grantRevokedAt: Date | null }>(
-          `SELECT b.status, b.revoked_at, g.status AS grant_status, g.revoked_at AS grant_revoked_at
-          FROM consent_bundles b JOIN grants g ON g.id = b.grant_id
-          WHERE b.id = $1 AND b.developer_id = $2`,
-          [id, developerId]
-        ).pipe(Effect.orDie)
+        const rows = yield* read<RevocationRow>(REVOCATION_STATUS_SQL, [id, developerId]).pipe(Effect.orDie)
         const row = rows[0]
         if (row === undefined) return yield* Effect.fail(notFound())
-        const revokedAt = row.revokedAt ?? (row.grantStatus === "revoked" ? row.grantRevokedAt : null)
-        return revokedAt === null
-          ? { bundleId: id, status: "active" as const, revokedAt: null }
-          : { bundleId: id, status: "revoked" as const, revokedAt: revokedAt.toISOString() }
+        return revocationStatusOf(id, row)
       })
+    const revocationStatusNow: ConsentBundlesService["revocationStatusNow"] = (developerId, id) =>
+      readNow<RevocationRow>(REVOCATION_STATUS_SQL, [id, developerId]).then((rows) => rows[0] === undefined ? undefined : revocationStatusOf(id, rows[0]))
 
     const refresh: ConsentBundlesService["refresh"] = (developerId, id) =>
       gate.transaction(Effect.gen(function*() {
@@ -356,7 +375,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
         })
       }))
 
-    return { create, list, get, revoke, revocationStatus, refresh }
+    return { create, list, get, revoke, revocationStatus, revocationStatusNow, refresh }
   })
 )
 

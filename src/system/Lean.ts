@@ -52,7 +52,11 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
     const reads = yield* makeLeanRoutes(Api, [
       { path: "/v1/me", answer: ({ developer }) => developerView(developer!) },
       { path: "/v1/consent-bundles/:id", handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
-      { path: "/v1/consent-bundles/:id/revocation-status", handle: ({ developer }, { id }) => bundles.revocationStatus(developer!.id, id!) },
+      {
+        path: "/v1/consent-bundles/:id/revocation-status",
+        answerNow: ({ developer }, { id }) => bundles.revocationStatusNow(developer!.id, id!),
+        handle: ({ developer }, { id }) => bundles.revocationStatus(developer!.id, id!)
+      },
       // (verify and the exchange: the anomaly rules and the exchange's policies read the request)
       { method: "POST", path: "/v1/tokens/verify", readsRequest: true, handle: ({ developer }, _, payload: { token: string; audience?: string }) => verifyToken(developer!, payload) },
       // authenticated by its grant token (the gate verified and counted it); the body read as the handler reads it

@@ -124,6 +124,8 @@ export interface ConsentBundlesService {
     InvalidRequest
   >
   readonly get: (developerId: string, id: string) => Effect.Effect<ReturnType<typeof summaryView>, BundleNotFound>
+  /** the same read as a promise, on the service's clock, for the lean path's fiberless answer: undefined when not the developer's */
+  readonly getNow: (developerId: string, id: string) => Promise<ReturnType<typeof summaryView> | undefined>
   readonly revoke: (developerId: string, id: string) => Effect.Effect<{ bundleId: string; status: "revoked"; revokedAt: string }, BundleNotFound | AlreadyRevoked>
   readonly revocationStatus: (developerId: string, id: string) => Effect.Effect<RevocationStatus, BundleNotFound>
   /** the same read as a promise, for the lean path's fiberless answer: undefined when the bundle is not the developer's */
@@ -176,6 +178,8 @@ export const ConsentBundlesServiceLive = Layer.effect(
     // the light reads (a bundle, its revocation status) go straight through the pool (PgPool.ts)
     const read = yield* makeDirectRead
     const readNow = yield* makeDirectReadNow
+    // the service's clock (TestClock in tests), read without a fiber by getNow
+    const clock = yield* Effect.clock
 
     const find = (developerId: string, id: string, lock = false) =>
       sql.unsafe<BundleRecord>(
@@ -300,14 +304,16 @@ export const ConsentBundlesServiceLive = Layer.effect(
         }
       })
 
+    const BUNDLE_SQL = `SELECT ${BUNDLE_COLUMNS} FROM consent_bundles WHERE id = $1 AND developer_id = $2`
     const get: ConsentBundlesService["get"] = (developerId, id) =>
       Effect.gen(function*() {
-        const rows = yield* read<BundleRecord>(`SELECT ${BUNDLE_COLUMNS} FROM consent_bundles WHERE id = $1 AND developer_id = $2`, [id, developerId])
-          .pipe(Effect.orDie)
+        const rows = yield* read<BundleRecord>(BUNDLE_SQL, [id, developerId]).pipe(Effect.orDie)
         const bundle = rows[0]
         if (bundle === undefined) return yield* Effect.fail(notFound())
         return summaryView(bundle, yield* nowMillis)
       })
+    const getNow: ConsentBundlesService["getNow"] = (developerId, id) =>
+      readNow<BundleRecord>(BUNDLE_SQL, [id, developerId]).then((rows) => rows[0] === undefined ? undefined : summaryView(rows[0], clock.unsafeCurrentTimeMillis()))
 
     const revoke: ConsentBundlesService["revoke"] = (developerId, id) =>
       sql.withTransaction(Effect.gen(function*() {
@@ -375,7 +381,7 @@ export const ConsentBundlesServiceLive = Layer.effect(
         })
       }))
 
-    return { create, list, get, revoke, revocationStatus, revocationStatusNow, refresh }
+    return { create, list, get, getNow, revoke, revocationStatus, revocationStatusNow, refresh }
   })
 )
 

@@ -51,7 +51,7 @@ export const makeLeanPath = (rt: Runtime.Runtime<never>, options: LeanRoutesOpti
     const vault = yield* Vault
     const reads = yield* makeLeanRoutes(Api, [
       { path: "/v1/me", answer: ({ developer }) => developerView(developer!) },
-      { path: "/v1/consent-bundles/:id", handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
+      { path: "/v1/consent-bundles/:id", answerNow: ({ developer }, { id }) => bundles.getNow(developer!.id, id!), handle: ({ developer }, { id }) => bundles.get(developer!.id, id!) },
       {
         path: "/v1/consent-bundles/:id/revocation-status",
         answerNow: ({ developer }, { id }) => bundles.revocationStatusNow(developer!.id, id!),

@@ -10,9 +10,7 @@ import type { AuditRow, GrantRow } from "./Format.ts"
 
 export const PAGE = 1000
 /**
- * NDJSON audit pages are built by PostgreSQL, one text per page (see auditNdjsonPage); the embedded
- * database serves exports so, while a PostgreSQL server streams them by one COPY instead
- * (auditNdjsonCopyQuery, issue 37: 77-82 % of a bare COPY's rate against 55-59 % by pages). The size
+ * NDJSON audit pages are built by PostgreSQL, one text per page (see auditNdjsonPage). Their size
  * trades the per-chunk cost of the stream against the size of each transient text: streaming
  * 200,000 entries, the server's RSS grew 4–44 MB at 100 rows and 5–44 MB at 1,000 (GC timing on a
  * loaded 2-core machine dominates), at 40–100k rows/s. Issue 37, on a quiet machine (100,000
@@ -26,37 +24,6 @@ export interface AuditFilters {
   readonly status?: string | undefined
   readonly action?: string | undefined
 }
-
-/** One audit row as its NDJSON line (the page query's and the COPY's) */
-const AUDIT_LINE = `json_build_object('seq', seq, 'entryId', id, 'agentId', agent_id, 'agentDid', agent_did,
-  'grantId', grant_id, 'principalId', principal_id, 'developerId', developer_id, 'action', action, 'metadata', metadata,
-  'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash, 'hashVersion', hash_version,
-  'piiSalt', pii_salt, 'principalDigest', principal_digest, 'metadataDigest', metadata_digest,
-  'erased', erased_at IS NOT NULL)::text`
-
-/**
- * COPY's options for NDJSON lines: CSV with a delimiter and a quote no line holds (JSON text escapes
- * every control character), so each line comes out as PostgreSQL wrote it, ended by a newline (text
- * format would double the backslashes of JSON's escapes).
- */
-export const NDJSON_COPY_OPTIONS = "WITH (FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01')"
-
-/** the export's filters as (column, value) pairs, the unset left out */
-const FILTER_COLUMNS = (filters: AuditFilters): ReadonlyArray<readonly [string, string]> =>
-  ([["agent_id", filters.agentId], ["status", filters.status], ["action", filters.action]] as ReadonlyArray<readonly [string, string | undefined]>)
-    .filter((entry): entry is readonly [string, string] => entry[1] !== undefined)
-
-/**
- * The rows of an NDJSON audit export after `afterSeq` up to `lastSeq`, in chain order, as the query
- * COPY streams (platform/CopyOut.ts): COPY takes no parameters, so values come through `literal`.
- */
-export const auditNdjsonCopyQuery = (
-  literal: (value: string | number) => string, developerId: string, afterSeq: number, lastSeq: number, filters: AuditFilters
-) =>
-  `SELECT ${AUDIT_LINE} FROM audit_log
-   WHERE developer_id = ${literal(developerId)} AND seq > ${literal(afterSeq)} AND seq <= ${literal(lastSeq)}` +
-  FILTER_COLUMNS(filters).map(([column, value]) => ` AND ${column} = ${literal(value)}`).join("") +
-  " ORDER BY seq"
 
 /** The chain range of a time window: contiguous seqs, bounded by the head as it stood. */
 export interface AuditRange {
@@ -186,22 +153,13 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     return q<{ n: string; lastSeq: string | null; lastHash: string | null; text: string | null }>(`
       SELECT count(*) AS n, max(seq) AS last_seq, (array_agg(hash ORDER BY seq DESC))[1] AS last_hash,
              string_agg(line || E'\n', '' ORDER BY seq) AS text
-      FROM (SELECT seq, hash, ${AUDIT_LINE} AS line
+      FROM (SELECT seq, hash, json_build_object('seq', seq, 'entryId', id, 'agentId', agent_id, 'agentDid', agent_did,
+              'grantId', grant_id, 'principalId', principal_id, 'developerId', developer_id, 'action', action, 'metadata', metadata,
+              'status', status, 'timestamp', timestamp, 'prevHash', prev_hash, 'hash', hash, 'hashVersion', hash_version,
+              'piiSalt', pii_salt, 'principalDigest', principal_digest, 'metadataDigest', metadata_digest,
+              'erased', erased_at IS NOT NULL)::text AS line
             FROM audit_log WHERE ${where} ORDER BY seq LIMIT $${params.length}) page`, params).pipe(
       Effect.map(([r]) => ({ rows: Number(r!.n), lastSeq: Number(r!.lastSeq ?? 0), lastHash: r!.lastHash, text: r!.text ?? "" }))
-    )
-  }
-
-  /** the hash of the export's last row (after `afterSeq` up to `lastSeq`, filtered), null when it has none */
-  const lastAuditHash = (developerId: string, afterSeq: number, lastSeq: number, filters: AuditFilters) => {
-    const params: Array<unknown> = [developerId, afterSeq, lastSeq]
-    let where = "developer_id = $1 AND seq > $2 AND seq <= $3"
-    for (const [column, value] of FILTER_COLUMNS(filters)) {
-      params.push(value)
-      where += ` AND ${column} = $${params.length}`
-    }
-    return q<{ hash: string }>(`SELECT hash FROM audit_log WHERE ${where} ORDER BY seq DESC LIMIT 1`, params).pipe(
-      Effect.map((rows) => rows[0]?.hash ?? null)
     )
   }
 
@@ -251,7 +209,7 @@ export const makeRepo = (sql: SqlClient.SqlClient) => {
     return q<{ n: string }>(`SELECT count(*) AS n FROM grants WHERE ${where}`, params).pipe(Effect.map(([r]) => Number(r!.n)))
   }
 
-  return { q, auditRange, jobAtSeq, auditPage, auditNdjsonPage, lastAuditHash, auditCount, grantPage, grantCount }
+  return { q, auditRange, jobAtSeq, auditPage, auditNdjsonPage, auditCount, grantPage, grantCount }
 }
 
 export type Repo = ReturnType<typeof makeRepo>

@@ -17,8 +17,6 @@ import * as jose from "jose"
 import { createHash, createPrivateKey } from "node:crypto"
 import { Config } from "../Config.ts"
 import { AuditChain, canonicalJson } from "../platform/AuditChain.ts"
-import { makeCopyOut } from "../platform/CopyOut.ts"
-import { isEmbeddedDatabase } from "../platform/Database.ts"
 import { newId } from "../platform/Ids.ts"
 import { Keys } from "../platform/Keys.ts"
 import { nowMillis } from "../platform/Time.ts"
@@ -27,7 +25,7 @@ import {
   isContiguous, proofPayload, rowsText, type StreamFormat
 } from "./Format.ts"
 import { iso } from "./Params.ts"
-import { type AuditFilters, auditNdjsonCopyQuery, makeRepo, NDJSON_COPY_OPTIONS, NDJSON_PAGE, PAGE, type Repo } from "./Repo.ts"
+import { type AuditFilters, makeRepo, NDJSON_PAGE, PAGE, type Repo } from "./Repo.ts"
 
 export interface AuditQuery extends AuditFilters {
   readonly since?: Date | undefined
@@ -42,14 +40,6 @@ export interface GrantQuery {
 }
 
 
-
-/** the rows in a chunk of NDJSON: its newlines (a JSON line holds none of its own) */
-const newlines = (bytes: Uint8Array) => {
-  let n = 0
-  // (indexOf is the engine's own search: a byte loop here cost a microsecond a row)
-  for (let at = bytes.indexOf(10); at !== -1; at = bytes.indexOf(10, at + 1)) n++
-  return n
-}
 
 const filtersOf = (q: AuditFilters): Record<string, string> => {
   const out: Record<string, string> = {}
@@ -140,8 +130,6 @@ export const ComplianceLive = Layer.effect(
     const engine = yield* PolicyEngine
     const directory = yield* DirectoryPrincipals
     const repo = makeRepo(sql)
-    // NDJSON audit exports stream by COPY from PostgreSQL (the embedded database keeps pages)
-    const copy = isEmbeddedDatabase(config.databaseUrl) ? undefined : yield* makeCopyOut
     const privateKey = createPrivateKey(keys.privateKeyPem())
     const wake = yield* Queue.sliding<void>(1)
 
@@ -228,22 +216,7 @@ export const ComplianceLive = Layer.effect(
           const range = yield* repo.auditRange(developerId, query.since, query.until, query.atSeq)
           start = { ...base, filters: filtersOf(query), anchor: range.anchor }
           lastHash = isContiguous(start) ? range.anchor : null
-          body = format === "ndjson" && copy !== undefined
-            // PostgreSQL: one COPY streams the rows as it makes them; the last row's hash is read after it
-            ? Stream.concat(
-              copy.copyOut(auditNdjsonCopyQuery(copy.literal, developerId, range.first - 1, range.last, query), NDJSON_COPY_OPTIONS).pipe(
-                Stream.map((bytes) => {
-                  rows += newlines(bytes)
-                  hasher.update(bytes)
-                  return bytes
-                }),
-                Stream.orDie
-              ),
-              Stream.execute(Effect.map(repo.lastAuditHash(developerId, range.first - 1, range.last, query), (hash) => {
-                if (hash !== null) lastHash = hash
-              }))
-            )
-            : format === "ndjson"
+          body = format === "ndjson"
             ? Stream.paginateChunkEffect(range.first - 1, (after) =>
               repo.auditNdjsonPage(developerId, after, range.last, query).pipe(Effect.map((page) => {
                 rows += page.rows

@@ -13,7 +13,7 @@ beforeAll(async () => {
 afterAll(() => app.stop())
 
 /** waits (for work, not for time: the clock does not move) until the job leaves pending/running */
-const settled = async (apiKey: string, id: string, tries = 200) => {
+const settled = async (apiKey: string, id: string, tries = 1000) => {
   for (let i = 0; i < tries; i++) {
     const s = (await app.request("GET", `/v1/compliance/exports/${id}`, { apiKey })).body.status
     if (s !== "pending" && s !== "running") return s

@@ -29,8 +29,7 @@ import {
   AgentSuspended, type ConsentRequired, type FidoRequired, type Forbidden, type PlanLimitExceeded, PolicyDenied, PrincipalInactive,
   type PrincipalMismatch, type QuotaExceeded
 } from "../platform/Errors.ts"
-import type { OAuthPolicyFacts } from "../policies/Rules.ts"
-import { PolicyEngine } from "../policies/Service.ts"
+import { PolicyEngine, type Subject } from "../policies/Service.ts"
 
 /** Where a grant is made or used (decisions §20). */
 export type GatePoint =
@@ -47,15 +46,12 @@ export interface Requirement {
 
 export type RequirementRefusal = FidoRequired | ConsentRequired | PrincipalMismatch | Forbidden
 
-export interface GateInput<E = never> {
-  readonly developerId: string
-  readonly agentId: string
-  readonly principalId: string
-  readonly scopes: ReadonlyArray<string>
-  /** the grant used (refresh, exchange, delegation's parent): its agents' lineage is checked and policies see it */
-  readonly grant?: { readonly id: string; readonly delegationDepth: number; readonly parentGrantId: string | null }
-  /** an OAuth authorization or grant: policies see its resource server, resource and client origin (decisions §22.5) */
-  readonly oauth?: OAuthPolicyFacts
+/**
+ * What the gate asks about: the policies' subject (developer, agent, principal, scopes; the grant
+ * used, whose agents' lineage is checked too; an OAuth authorization's resource server, resource and
+ * client origin, decisions §22.5), and what the point adds.
+ */
+export interface GateInput<E = never> extends Subject {
   /**
    * A point that makes a grant for a person's approval says how the approval met the requirements
    * (or fails); without it the point makes no new approval (authorize decides here: pending unless

@@ -226,13 +226,21 @@ export const OAuthSignInLive = Layer.effect(
     const refusalOf = (answer: SignInAnswer): PasskeyAnswer =>
       refusal(answer._tag === "Html" ? answer.status : answer._tag === "Page" ? answer.status : 400, "invalid_request", "this sign-in is no longer valid")
 
-    const passkeyOptions: OAuthSignInService["passkeyOptions"] = (developerId, ix, cookies) =>
+    /** the sign-in this browser holds and the passkey it asks for, or the refusal when it asks none */
+    const openForPasskey = (developerId: string, ix: string, cookies: Parameters<OAuthSignInService["passkeyOptions"]>[2]) =>
       Effect.gen(function*() {
         const opened = yield* open(developerId, ix, cookies)
-        if (!opened.ok) return refusalOf(opened.answer)
-        const row = opened.row
-        const mode = yield* passkeyMode(developerId, row)
-        if (mode === "none") return refusal(404, "invalid_request", "a passkey is not asked for here")
+        if (!opened.ok) return { asked: false, refusal: refusalOf(opened.answer) } as const
+        const mode = yield* passkeyMode(developerId, opened.row)
+        if (mode === "none") return { asked: false, refusal: refusal(404, "invalid_request", "a passkey is not asked for here") } as const
+        return { asked: true, row: opened.row, mode } as const
+      })
+
+    const passkeyOptions: OAuthSignInService["passkeyOptions"] = (developerId, ix, cookies) =>
+      Effect.gen(function*() {
+        const asked = yield* openForPasskey(developerId, ix, cookies)
+        if (!asked.asked) return asked.refusal
+        const { row, mode } = asked
         const options = yield* passkeys.signInOptions(developerId, row.id, mode === "second" ? row.principalId : undefined).pipe(Effect.either)
         if (options._tag === "Left") return refusal(422, "invalid_request", options.left.message)
         return { ok: true, body: options.right } as const
@@ -240,11 +248,9 @@ export const OAuthSignInLive = Layer.effect(
 
     const passkeyVerify: OAuthSignInService["passkeyVerify"] = (developerId, ix, cookies, input) =>
       Effect.gen(function*() {
-        const opened = yield* open(developerId, ix, cookies)
-        if (!opened.ok) return refusalOf(opened.answer)
-        const row = opened.row
-        const mode = yield* passkeyMode(developerId, row)
-        if (mode === "none") return refusal(404, "invalid_request", "a passkey is not asked for here")
+        const asked = yield* openForPasskey(developerId, ix, cookies)
+        if (!asked.asked) return asked.refusal
+        const { row, mode } = asked
         const verified = yield* passkeys.verifySignIn(developerId, row.id, input).pipe(Effect.either)
         if (verified._tag === "Left") {
           // the passkey error's own code, in the OAuth routes' lower case (the page tells an unknown passkey to the authenticator)

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { type Browser, chromium } from "playwright-core"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { freePort } from "../support/net.ts"
+import { addVirtualAuthenticator, registerPasskey } from "../support/passkeys.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -112,19 +113,10 @@ describe("consent page in Chromium", () => {
     const agent = (await app.request("POST", "/v1/agents", { apiKey: fido.apiKey, body: { name: "Careful agent", scopes: ["email:read"] } })).body.agentId
     const context = await browser.newContext()
     const page = await context.newPage()
-    const cdp = await context.newCDPSession(page)
-    await cdp.send("WebAuthn.enable")
-    await cdp.send("WebAuthn.addVirtualAuthenticator", {
-      options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true }
-    })
+    await addVirtualAuthenticator(context, page)
     // the person registers a passkey (the developer's app would run this ceremony)
     await page.goto(`${origin}/health`)
-    const options = await app.request("POST", "/v1/webauthn/register/options", { apiKey: fido.apiKey, body: { principalId: "person-1" } })
-    const registration = await page.evaluate(async (json) => {
-      const credential = await navigator.credentials.create({ publicKey: (PublicKeyCredential as any).parseCreationOptionsFromJSON(json) }) as any
-      return credential.toJSON()
-    }, options.body.publicKey)
-    const registered = await app.request("POST", "/v1/webauthn/register/verify", { apiKey: fido.apiKey, body: { challengeId: options.body.challengeId, response: registration } })
+    const registered = (await registerPasskey(app, page, fido.apiKey, "person-1")).verified
     expect(registered.status).toBe(201)
 
     const auth = (await app.request("POST", "/v1/authorize", {

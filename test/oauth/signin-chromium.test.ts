@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test"
 import { type Browser, chromium } from "playwright-core"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { freePort } from "../support/net.ts"
+import { addVirtualAuthenticator, registerPasskey } from "../support/passkeys.ts"
 import { pkce, registerClient, registerServer } from "./support.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
@@ -37,19 +38,10 @@ test("a usernameless passkey signs the person in; consent; the client gets its c
   const context = await browser.newContext()
   try {
     const page = await context.newPage()
-    const cdp = await context.newCDPSession(page)
-    await cdp.send("WebAuthn.enable")
-    await cdp.send("WebAuthn.addVirtualAuthenticator", {
-      options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true }
-    })
+    await addVirtualAuthenticator(context, page)
     // the passkey, registered for "robin" as a developer's page would
     await page.goto(`${origin}/health`)
-    const options = await app.request("POST", "/v1/webauthn/register/options", { apiKey: dev.apiKey, body: { principalId: "robin" } })
-    const response = await page.evaluate(async (json) => {
-      const created = await navigator.credentials.create({ publicKey: (PublicKeyCredential as any).parseCreationOptionsFromJSON(json) }) as any
-      return created.toJSON()
-    }, options.body.publicKey)
-    expect((await app.request("POST", "/v1/webauthn/register/verify", { apiKey: dev.apiKey, body: { challengeId: options.body.challengeId, response } })).status).toBe(201)
+    expect((await registerPasskey(app, page, dev.apiKey, "robin")).verified.status).toBe(201)
 
     // the client's redirect is answered here (nothing listens on it)
     let landed: URL | undefined

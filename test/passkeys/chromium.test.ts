@@ -10,6 +10,7 @@ import { newId } from "../../src/platform/Ids.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { createAgent } from "../support/fixtures.ts"
 import { freePort } from "../support/net.ts"
+import { addVirtualAuthenticator, registerPasskey } from "../support/passkeys.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -38,19 +39,7 @@ afterAll(async () => {
 const openTab = async (): Promise<{ context: BrowserContext; page: Page; cdp: CDPSession; authenticatorId: string }> => {
   const context = await browser.newContext()
   const page = await context.newPage()
-  const cdp = await context.newCDPSession(page)
-  await cdp.send("WebAuthn.enable")
-  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
-    options: {
-      protocol: "ctap2",
-      transport: "internal",
-      hasResidentKey: true,
-      hasUserVerification: true,
-      isUserVerified: true,
-      automaticPresenceSimulation: true
-    }
-  })
-  return { context, page, cdp, authenticatorId }
+  return { context, page, ...(await addVirtualAuthenticator(context, page)) }
 }
 
 const post = (path: string, body: unknown) => app.request("POST", path, { apiKey: dev.apiKey, body })
@@ -82,12 +71,10 @@ const pendingRequest = async (principalId: string) => {
 }
 
 const registerIn = async (page: Page, principalId: string) => {
-  const options = await post("/v1/webauthn/register/options", { principalId })
+  const { options, verified } = await registerPasskey(app, page, dev.apiKey, principalId, "Chromium")
   expect(options.status).toBe(200)
-  const response = await browserRegister(page, options.body.publicKey)
-  const res = await post("/v1/webauthn/register/verify", { challengeId: options.body.challengeId, response, deviceName: "Chromium" })
-  expect(res.status).toBe(201)
-  return res.body
+  expect(verified.status).toBe(201)
+  return verified.body
 }
 
 describe("passkeys in Chromium (virtual authenticator)", () => {

@@ -10,6 +10,7 @@ import { mkdirSync } from "node:fs"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { freePort } from "../support/net.ts"
+import { addVirtualAuthenticator, registerPasskey } from "../support/passkeys.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -68,11 +69,7 @@ const openTab = async (options: { javaScript?: boolean; width?: number } = {}) =
     ...(options.width !== undefined && options.width < 500 ? { isMobile: true, hasTouch: true, deviceScaleFactor: 2 } : {})
   })
   const page = await context.newPage()
-  const cdp = await context.newCDPSession(page)
-  await cdp.send("WebAuthn.enable")
-  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
-    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true }
-  })
+  const { cdp, authenticatorId } = await addVirtualAuthenticator(context, page)
   await page.addInitScript(() => {
     const w = window as any
     w.__signals = []
@@ -96,15 +93,7 @@ const openTab = async (options: { javaScript?: boolean; width?: number } = {}) =
 /** registers a passkey in the page and approves a pending request with it: a grant approved with a passkey */
 const passkeyGrant = async (page: Page, principalId: string, agentId: string, scopes: Array<string>) => {
   await page.goto(`${origin}/health`)
-  const options = await app.request("POST", "/v1/webauthn/register/options", { apiKey: dev.apiKey, body: { principalId } })
-  const registration = await page.evaluate(async (json) => {
-    const credential = await navigator.credentials.create({ publicKey: (PublicKeyCredential as any).parseCreationOptionsFromJSON(json) }) as any
-    return credential.toJSON()
-  }, options.body.publicKey)
-  const registered = await app.request("POST", "/v1/webauthn/register/verify", {
-    apiKey: dev.apiKey,
-    body: { challengeId: options.body.challengeId, response: registration, deviceName: "Work laptop" }
-  })
+  const registered = (await registerPasskey(app, page, dev.apiKey, principalId, "Work laptop")).verified
   expect(registered.status).toBe(201)
   const authz = await app.request("POST", "/v1/authorize", { apiKey: dev.apiKey, body: { agentId, principalId, scopes, expiresIn: "7d" } })
   const assertOptions = await app.request("POST", "/v1/webauthn/assert/options", { apiKey: dev.apiKey, body: { authRequestId: authz.body.authRequestId } })
